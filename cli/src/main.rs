@@ -1,0 +1,51 @@
+//! `cmlb`: thin command-line layer over the `mapper` and `profiler` crates.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+#[derive(Parser)]
+#[command(
+    name = "cmlb",
+    version,
+    about = "Communication-aware, memory-load-balanced thread mapping for NUMA machines",
+    long_about = "cmlb profiles which threads of a program share memory and how much memory \
+bandwidth each uses, then pins threads so that sharing threads sit on the same NUMA node while \
+every node's memory load stays balanced.\n\nTypical use:\n  cmlb profile --out prof -- ./app\n  \
+cmlb map --profile prof --topology live\n  cmlb run -- ./app"
+)]
+struct Cli {
+    /// More log output (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the topology cmlb sees (live, XML or synthetic, optionally restricted).
+    Topology(cmd::topology::Args),
+    /// Compute a thread-to-PU plan from a profile or matrix.
+    Map(cmd::map::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level))
+        .format_timestamp(None)
+        .init();
+    let result = match cli.command {
+        Command::Topology(a) => cmd::topology::run(a),
+        Command::Map(a) => cmd::map::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("cmlb: error: {e:#}");
+        std::process::exit(1);
+    }
+}

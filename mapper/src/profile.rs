@@ -1,0 +1,298 @@
+//! The profile directory: what the profiler measured and the mapper reads.
+//!
+//! ```text
+//! profile/
+//!   profile.yaml   schema, command, host, topology summary, backend, period, duration,
+//!                  threads in creation order (tid, name, samples), phases
+//!   comm.csv       n×n communication matrix, row i = thread i, no header
+//!   load.csv       n values, one per line (memory load vector V)
+//!   timeline.csv   header `t_ms,samples,smoothed,phase`, one row per timeslice
+//! ```
+//! Written atomically: into a temporary sibling directory, then renamed into place.
+
+use crate::error::{MapError, Result};
+use crate::matrix::CommMatrix;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Version of the profile directory format written by this build.
+pub const PROFILE_SCHEMA: u32 = 1;
+
+/// One thread of the profiled process, in creation order (main thread = index 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    pub index: usize,
+    pub tid: i64,
+    #[serde(default)]
+    pub name: String,
+    /// All samples attributed to this thread.
+    #[serde(default)]
+    pub samples: u64,
+    /// Samples that counted towards the load vector (DRAM-only where the backend can tell).
+    #[serde(default)]
+    pub load_samples: u64,
+}
+
+/// One phase of the memory-access timeline (thesis Algorithm 3-2, Eq. 3-2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub start_ms: f64,
+    pub end_ms: f64,
+    /// Mean samples per timeslice in the phase (Eq. 3-2).
+    pub weight: f64,
+}
+
+/// `profile.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileMeta {
+    pub schema: u32,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub host: String,
+    /// Human-readable topology summary of the machine that was profiled.
+    #[serde(default)]
+    pub topology: String,
+    pub backend: String,
+    #[serde(default)]
+    pub sample_period: u64,
+    #[serde(default)]
+    pub duration_s: f64,
+    #[serde(default)]
+    pub samples: u64,
+    #[serde(default)]
+    pub lost_samples: u64,
+    /// True when the load vector only counts DRAM accesses (hardware backends).
+    #[serde(default)]
+    pub load_dram_only: bool,
+    pub threads: Vec<ThreadInfo>,
+    #[serde(default)]
+    pub phases: Vec<Phase>,
+    /// Free-form analysis parameters (expiration period, line size, timeslice, ...).
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
+}
+
+/// One row of `timeline.csv`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineRow {
+    pub t_ms: f64,
+    pub samples: f64,
+    pub smoothed: f64,
+    /// Phase index, or -1 for slices outside every phase.
+    pub phase: i64,
+}
+
+/// A whole profile directory in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub meta: ProfileMeta,
+    pub comm: CommMatrix,
+    pub load: Vec<f64>,
+    pub timeline: Vec<TimelineRow>,
+}
+
+impl Profile {
+    /// Read `dir/profile.yaml`, `comm.csv`, `load.csv` and (if present) `timeline.csv`,
+    /// checking that their sizes agree.
+    pub fn read_dir(dir: &Path) -> Result<Profile> {
+        let yaml = dir.join("profile.yaml");
+        let text = std::fs::read_to_string(&yaml).map_err(|e| MapError::io(&yaml, e))?;
+        let meta: ProfileMeta =
+            serde_norway::from_str(&text).map_err(|e| MapError::parse(&yaml, e.to_string()))?;
+        if meta.schema > PROFILE_SCHEMA {
+            return Err(MapError::parse(
+                &yaml,
+                format!(
+                    "schema {} is newer than this cmlb understands ({PROFILE_SCHEMA})",
+                    meta.schema
+                ),
+            ));
+        }
+        let comm = read_comm_csv(&dir.join("comm.csv"), false)?;
+        let load_path = dir.join("load.csv");
+        let load = read_load_csv(&load_path)?;
+        if load.len() != comm.n() {
+            return Err(MapError::input(
+                load_path.display().to_string(),
+                format!(
+                    "load vector has {} values but the matrix has {} threads",
+                    load.len(),
+                    comm.n()
+                ),
+            ));
+        }
+        if meta.threads.len() != comm.n() {
+            return Err(MapError::parse(
+                &yaml,
+                format!(
+                    "lists {} threads but comm.csv has {}",
+                    meta.threads.len(),
+                    comm.n()
+                ),
+            ));
+        }
+        let tl = dir.join("timeline.csv");
+        let timeline = if tl.exists() {
+            read_timeline_csv(&tl)?
+        } else {
+            Vec::new()
+        };
+        Ok(Profile {
+            meta,
+            comm,
+            load,
+            timeline,
+        })
+    }
+
+    /// Write the profile to `dir` atomically: a temporary sibling directory is filled and then
+    /// renamed over `dir` (an existing profile there is replaced only once the new one is complete).
+    pub fn write_dir(&self, dir: &Path) -> Result<()> {
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|e| MapError::io(parent, e))?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".cmlb-profile-")
+            .tempdir_in(parent)
+            .map_err(|e| MapError::io(parent, e))?;
+        let t = tmp.path();
+        let yaml = serde_norway::to_string(&self.meta)
+            .map_err(|e| MapError::parse(t.join("profile.yaml"), e.to_string()))?;
+        write_file(&t.join("profile.yaml"), yaml.as_bytes())?;
+        write_comm_csv(&t.join("comm.csv"), &self.comm, false)?;
+        let mut load = String::new();
+        for v in &self.load {
+            load.push_str(&format!("{v}\n"));
+        }
+        write_file(&t.join("load.csv"), load.as_bytes())?;
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for r in &self.timeline {
+            w.serialize(r)
+                .map_err(|e| MapError::parse(t.join("timeline.csv"), e.to_string()))?;
+        }
+        if self.timeline.is_empty() {
+            w.write_record(["t_ms", "samples", "smoothed", "phase"])
+                .map_err(|e| MapError::parse(t.join("timeline.csv"), e.to_string()))?;
+        }
+        let bytes = w
+            .into_inner()
+            .map_err(|e| MapError::parse(t.join("timeline.csv"), e.to_string()))?;
+        write_file(&t.join("timeline.csv"), &bytes)?;
+        replace_dir(tmp.keep(), dir)
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).map_err(|e| MapError::io(path, e))
+}
+
+/// Move the finished directory `from` to `to`, replacing an existing `to` only at the end.
+fn replace_dir(from: PathBuf, to: &Path) -> Result<()> {
+    if to.exists() {
+        let old = to.with_extension(format!("old-{}", std::process::id()));
+        std::fs::rename(to, &old).map_err(|e| MapError::io(to, e))?;
+        if let Err(e) = std::fs::rename(&from, to) {
+            let _ = std::fs::rename(&old, to);
+            let _ = std::fs::remove_dir_all(&from);
+            return Err(MapError::io(to, e));
+        }
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(())
+    } else {
+        std::fs::rename(&from, to).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&from);
+            MapError::io(to, e)
+        })
+    }
+}
+
+/// Parse a comma-separated numeric table. Accepts a trailing comma (EagerMap's files),
+/// blank lines and `#` comments. Errors name the file, line and column.
+pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
+    let mut rows = Vec::new();
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_suffix(',').unwrap_or(line);
+        let mut row = Vec::new();
+        for (col, cell) in line.split(',').enumerate() {
+            let cell = cell.trim();
+            let v: f64 = cell.parse().map_err(|_| {
+                MapError::input(
+                    what,
+                    format!(
+                        "line {}, column {}: '{cell}' is not a number",
+                        ln + 1,
+                        col + 1
+                    ),
+                )
+            })?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(MapError::input(
+                    what,
+                    format!(
+                        "line {}, column {}: {v} is not allowed (values must be finite and >= 0)",
+                        ln + 1,
+                        col + 1
+                    ),
+                ));
+            }
+            row.push(v);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Read a communication matrix CSV. `eagermap_order`: rows are in reverse task order
+/// (EagerMap's format: the first task is on the last line), columns in task order.
+pub fn read_comm_csv(path: &Path, eagermap_order: bool) -> Result<CommMatrix> {
+    let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
+    let what = path.display().to_string();
+    let mut rows = parse_numeric_csv(&what, &text)?;
+    if eagermap_order {
+        rows.reverse();
+    }
+    CommMatrix::from_rows(&what, rows)
+}
+
+/// Write a communication matrix CSV (plain order, or EagerMap's reversed rows).
+pub fn write_comm_csv(path: &Path, m: &CommMatrix, eagermap_order: bool) -> Result<()> {
+    let mut lines: Vec<String> = m
+        .rows()
+        .map(|r| {
+            r.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    if eagermap_order {
+        lines.reverse();
+    }
+    let mut s = lines.join("\n");
+    s.push('\n');
+    write_file(path, s.as_bytes())
+}
+
+/// Read a load vector: one value per line, or one comma-separated line.
+pub fn read_load_csv(path: &Path) -> Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
+    let rows = parse_numeric_csv(&path.display().to_string(), &text)?;
+    let v: Vec<f64> = rows.into_iter().flatten().collect();
+    if v.is_empty() {
+        return Err(MapError::input(path.display().to_string(), "empty load vector"));
+    }
+    Ok(v)
+}
+
+fn read_timeline_csv(path: &Path) -> Result<Vec<TimelineRow>> {
+    let mut r = csv::Reader::from_path(path).map_err(|e| MapError::parse(path, e.to_string()))?;
+    r.deserialize()
+        .map(|row| row.map_err(|e| MapError::parse(path, e.to_string())))
+        .collect()
+}

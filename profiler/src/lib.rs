@@ -1,0 +1,3 @@
+//! The cmlb profiler: sampling backends produce one stream of memory-access samples
+//! `(tid, time, addr, kind, dram?)`; the analysis turns it into the communication matrix,
+//! the memory load vector and the timeline of a [`mapper::profile::Profile`].
