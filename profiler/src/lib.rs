@@ -1,3 +1,7 @@
 //! The cmlb profiler: sampling backends produce one stream of memory-access samples
 //! `(tid, time, addr, kind, dram?)`; the analysis turns it into the communication matrix,
 //! the memory load vector and the timeline of a [`mapper::profile::Profile`].
+
+pub mod sample;
+
+pub use sample::{AccessKind, Sample};
