@@ -31,6 +31,8 @@ enum Command {
 }
 
 fn main() {
+    // cmlb reports topology errors itself; keep hwloc's parser chatter off stderr.
+    mapper::topology::quiet_hwloc();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",

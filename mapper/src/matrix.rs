@@ -43,7 +43,11 @@ impl CommMatrix {
                 if !v.is_finite() || v < 0.0 {
                     return Err(MapError::input(
                         what,
-                        format!("cell ({}, {}) is {v}: values must be finite and >= 0", i + 1, j + 1),
+                        format!(
+                            "cell ({}, {}) is {v}: values must be finite and >= 0",
+                            i + 1,
+                            j + 1
+                        ),
                     ));
                 }
             }

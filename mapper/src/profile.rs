@@ -285,7 +285,10 @@ pub fn read_load_csv(path: &Path) -> Result<Vec<f64>> {
     let rows = parse_numeric_csv(&path.display().to_string(), &text)?;
     let v: Vec<f64> = rows.into_iter().flatten().collect();
     if v.is_empty() {
-        return Err(MapError::input(path.display().to_string(), "empty load vector"));
+        return Err(MapError::input(
+            path.display().to_string(),
+            "empty load vector",
+        ));
     }
     Ok(v)
 }

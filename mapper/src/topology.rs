@@ -7,7 +7,16 @@
 use crate::error::{MapError, Result};
 use serde::{Deserialize, Serialize};
 
-/// Tree levels, outermost first. Their order is the nesting order.
+mod cpulist;
+mod hwloc;
+
+pub use cpulist::{format_cpu_list, parse_cpu_list};
+pub use hwloc::quiet_hwloc;
+
+/// Tree levels, outermost first. Their order is the nesting order, with one exception: a NUMA
+/// node may sit at any depth above the cores. Most machines have NUMA nodes inside packages
+/// (or inside an L3, or a die), but some have one NUMA node spanning several packages, and
+/// Intel's sub-NUMA clustering puts two NUMA nodes under one shared L3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
@@ -59,6 +68,8 @@ pub struct Node {
     pub level: Level,
     pub os_index: u32,
     pub parent: Option<usize>,
+    /// Number of edges from the root (root = 0).
+    pub depth: u32,
     /// Indices into [`Topology::nodes`].
     pub children: Vec<usize>,
     /// Indices into [`Topology::pus`] of every PU below this node, in tree order.
@@ -70,7 +81,9 @@ pub struct Node {
 pub struct Pu {
     /// OS index (what `sched_setaffinity` and `Cpus_allowed_list` use).
     pub os_index: u32,
-    /// OS index of the core the PU belongs to.
+    /// OS index of the core the PU belongs to (hwloc's `P#`; on real Linux machines core OS
+    /// indexes restart in every package, so they are not unique machine-wide: use the tree,
+    /// not this number, to find a PU's siblings). The PU's own OS index when there is no core.
     pub core: u32,
     /// OS index of the NUMA node the PU belongs to.
     pub numa: u32,
@@ -103,6 +116,8 @@ pub struct Topology {
     pub distances: Option<Vec<Vec<f64>>>,
     /// Where it came from ("live", a file path, or the synthetic string), for summaries.
     pub source: String,
+    /// The cpuset (Linux list format) this topology was restricted to, if any.
+    pub restricted_to: Option<String>,
 }
 
 impl Topology {
@@ -115,6 +130,7 @@ impl Topology {
             numa: Vec::new(),
             distances: None,
             source: source.into(),
+            restricted_to: None,
         };
         t.add(root, None, None, None)?;
         if t.pus.is_empty() {
@@ -125,6 +141,24 @@ impl Topology {
                 os_index: 0,
                 pus: (0..t.pus.len()).collect(),
             });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &t.pus {
+            if !seen.insert(p.os_index) {
+                return Err(MapError::Topology(format!(
+                    "PU {} appears twice in the tree",
+                    p.os_index
+                )));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for n in &t.numa {
+            if !seen.insert(n.os_index) {
+                return Err(MapError::Topology(format!(
+                    "NUMA node {} appears twice in the tree",
+                    n.os_index
+                )));
+            }
         }
         Ok(t)
     }
@@ -137,10 +171,12 @@ impl Topology {
         core: Option<u32>,
     ) -> Result<usize> {
         let id = self.nodes.len();
+        let depth = parent.map_or(0, |p| self.nodes[p].depth + 1);
         self.nodes.push(Node {
             level: spec.level,
             os_index: spec.os_index,
             parent,
+            depth,
             children: Vec::new(),
             pus: Vec::new(),
         });
@@ -187,8 +223,16 @@ impl Topology {
             self.nodes[id].pus.push(pu);
             return Ok(id);
         }
+        // Levels must get deeper going down, except that a NUMA node may sit anywhere above
+        // the cores, so compare with the nearest ancestor that is not a NUMA node.
+        let outer = self.outer_level(id);
         for c in &spec.children {
-            if c.level < spec.level || (c.level == spec.level && c.level != Level::Pu) {
+            let bad = if c.level == Level::Numa {
+                spec.level >= Level::Core
+            } else {
+                c.level <= outer
+            };
+            if bad {
                 return Err(MapError::Topology(format!(
                     "{} {} is below {} {}",
                     c.level.name(),
@@ -203,6 +247,20 @@ impl Topology {
             self.nodes[id].pus.extend(cp);
         }
         Ok(id)
+    }
+
+    /// Level of the nearest ancestor-or-self of `id` that is not a NUMA node (machine if none).
+    fn outer_level(&self, mut id: usize) -> Level {
+        loop {
+            let n = &self.nodes[id];
+            if n.level != Level::Numa {
+                return n.level;
+            }
+            match n.parent {
+                Some(p) => id = p,
+                None => return Level::Machine,
+            }
+        }
     }
 
     /// The root node index.
@@ -223,5 +281,326 @@ impl Topology {
     /// Position of the PU with OS index `os` in [`Self::pus`].
     pub fn pu_position(&self, os: u32) -> Option<usize> {
         self.pus.iter().position(|p| p.os_index == os)
+    }
+
+    /// Number of edges between PU `a` and PU `b` (indices into [`Self::pus`]) through their
+    /// lowest common ancestor: 0 for the same PU, 2 for two PUs of one core, and so on up.
+    pub fn hops(&self, a: usize, b: usize) -> u32 {
+        let (mut x, mut y) = (self.pus[a].node, self.pus[b].node);
+        let mut h = 0;
+        while x != y {
+            let (dx, dy) = (self.nodes[x].depth, self.nodes[y].depth);
+            if dx >= dy {
+                x = self.nodes[x].parent.unwrap_or(x);
+                h += 1;
+            }
+            if dy >= dx {
+                y = self.nodes[y].parent.unwrap_or(y);
+                h += 1;
+            }
+        }
+        h
+    }
+
+    /// Cost of communication between PUs `a` and `b`, for EagerMap's quality metric
+    /// (Σ A[i][j] / distance). It is the tree distance [`Self::hops`], multiplied across NUMA
+    /// nodes by the NUMA latency ratio `d(na, nb) / d(local)` when hwloc distances are known
+    /// (e.g. 21/10 = 2.1× for SLIT 10/21), so both cache sharing and the NUMA factor count.
+    /// Two threads on the *same* PU share everything, so their distance is 1: less than two
+    /// PUs of one core (2), and never 0 (the metric divides by it).
+    pub fn distance(&self, a: usize, b: usize) -> f64 {
+        if a == b {
+            return 1.0;
+        }
+        let hops = f64::from(self.hops(a, b));
+        hops * self.numa_factor(self.pus[a].numa, self.pus[b].numa)
+    }
+
+    /// NUMA latency of `na`→`nb` relative to local access (1 without distances or on one node).
+    pub fn numa_factor(&self, na: u32, nb: u32) -> f64 {
+        let Some(d) = &self.distances else {
+            return 1.0;
+        };
+        if na == nb {
+            return 1.0;
+        }
+        let (Some(i), Some(j)) = (self.numa_position(na), self.numa_position(nb)) else {
+            return 1.0;
+        };
+        let local = (d[i][i] + d[j][j]) / 2.0;
+        let remote = (d[i][j] + d[j][i]) / 2.0;
+        if local > 0.0 && remote > 0.0 {
+            remote / local
+        } else {
+            1.0
+        }
+    }
+
+    /// The same topology with only the PUs whose OS index is in `cpuset` (e.g. a job's
+    /// allocation). Subtrees left without PUs disappear, so NUMA nodes keep only the capacity
+    /// the job has there (possibly uneven, possibly zero → the node is gone). Distances are
+    /// cut down to the remaining NUMA nodes.
+    pub fn restrict(&self, cpuset: &[u32]) -> Result<Topology> {
+        if cpuset.is_empty() {
+            return Err(MapError::Topology(
+                "cannot restrict to an empty cpuset".into(),
+            ));
+        }
+        let outside: Vec<u32> = cpuset
+            .iter()
+            .copied()
+            .filter(|&c| self.pu_position(c).is_none())
+            .collect();
+        if !outside.is_empty() {
+            let have: Vec<u32> = self.pus.iter().map(|p| p.os_index).collect();
+            return Err(MapError::Topology(format!(
+                "cpuset names PU{} {} outside the topology (it has PUs {})",
+                if outside.len() == 1 { "" } else { "s" },
+                format_cpu_list(&outside),
+                format_cpu_list(&have)
+            )));
+        }
+        let keep: Vec<bool> = self
+            .pus
+            .iter()
+            .map(|p| cpuset.contains(&p.os_index))
+            .collect();
+        let spec = self
+            .spec_of(self.root(), &keep)
+            .ok_or_else(|| MapError::Topology("restriction leaves no PUs".into()))?;
+        let mut t = Topology::build(&spec, self.source.clone())?;
+        t.restricted_to = Some(format_cpu_list(cpuset));
+        if let Some(d) = &self.distances {
+            let pos: Vec<usize> = t
+                .numa
+                .iter()
+                .filter_map(|n| self.numa_position(n.os_index))
+                .collect();
+            t.distances = Some(
+                pos.iter()
+                    .map(|&i| pos.iter().map(|&j| d[i][j]).collect())
+                    .collect(),
+            );
+        }
+        Ok(t)
+    }
+
+    /// The subtree under `id` as a [`NodeSpec`], keeping only PUs with `keep[pu]`.
+    fn spec_of(&self, id: usize, keep: &[bool]) -> Option<NodeSpec> {
+        let n = &self.nodes[id];
+        if n.level == Level::Pu {
+            let pu = n.pus[0];
+            return keep[pu].then(|| NodeSpec::new(Level::Pu, n.os_index, Vec::new()));
+        }
+        let children: Vec<NodeSpec> = n
+            .children
+            .iter()
+            .filter_map(|&c| self.spec_of(c, keep))
+            .collect();
+        (!children.is_empty() || id == self.root())
+            .then(|| NodeSpec::new(n.level, n.os_index, children))
+            .filter(|s| !s.children.is_empty())
+    }
+
+    /// Number of tree nodes at `level`.
+    pub fn count(&self, level: Level) -> usize {
+        self.nodes.iter().filter(|n| n.level == level).count()
+    }
+
+    /// One line: source, restriction, counts, per-NUMA capacity, whether distances are known.
+    /// Example: `pack:2 numa:2 core:4 pu:2: 2 packages, 4 NUMA nodes (8+8+8+8 PUs), 16 cores, 32 PUs`.
+    pub fn summary_line(&self) -> String {
+        let plural =
+            |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+        let mut s = self.source.clone();
+        if let Some(r) = &self.restricted_to {
+            s.push_str(&format!(" restricted to {r}"));
+        }
+        let caps: Vec<String> = self.numa.iter().map(|n| n.capacity().to_string()).collect();
+        let cores = match self.count(Level::Core) {
+            0 => self.pus.len(),
+            c => c,
+        };
+        s.push_str(&format!(
+            ": {}, {} ({} PUs), {}, {}",
+            plural(self.count(Level::Package).max(1), "package", "packages"),
+            plural(self.numa.len(), "NUMA node", "NUMA nodes"),
+            caps.join("+"),
+            plural(cores, "core", "cores"),
+            plural(self.pus.len(), "PU", "PUs"),
+        ));
+        if self.distances.is_some() {
+            s.push_str(", NUMA distances");
+        }
+        s
+    }
+
+    /// A multi-line, human-readable description: the summary line, the tree with OS indexes
+    /// (`P#`) of NUMA nodes, cores and PUs and the capacity of every NUMA node, and the NUMA
+    /// distance matrix when known.
+    pub fn summary(&self) -> String {
+        let mut out = format!("{}\n", self.summary_line());
+        self.summary_node(self.root(), 0, &mut out);
+        if let Some(d) = &self.distances {
+            out.push_str("NUMA distances (relative latency, 10 = local):\n");
+            out.push_str("      ");
+            for n in &self.numa {
+                out.push_str(&format!(" {:>6}", format!("P#{}", n.os_index)));
+            }
+            out.push('\n');
+            for (n, row) in self.numa.iter().zip(d) {
+                out.push_str(&format!("{:>6}", format!("P#{}", n.os_index)));
+                for v in row {
+                    out.push_str(&format!(" {v:>6}"));
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn summary_node(&self, id: usize, indent: usize, out: &mut String) {
+        let n = &self.nodes[id];
+        let pad = "  ".repeat(indent);
+        let pu_list = |n: &Node| {
+            let os: Vec<u32> = n.pus.iter().map(|&p| self.pus[p].os_index).collect();
+            format_cpu_list(&os)
+        };
+        match n.level {
+            Level::Machine => out.push_str(&format!("{pad}machine ({})\n", pus_text(n.pus.len()))),
+            Level::Numa => out.push_str(&format!(
+                "{pad}numa P#{}: capacity {} ({})\n",
+                n.os_index,
+                pus_text(n.pus.len()),
+                pu_list(n)
+            )),
+            Level::Core => {
+                // Cores are the bulk of the output: one line each, with their PUs.
+                out.push_str(&format!("{pad}core P#{}: PU {}\n", n.os_index, pu_list(n)));
+                return;
+            }
+            Level::Pu => {
+                out.push_str(&format!("{pad}pu P#{}\n", n.os_index));
+                return;
+            }
+            l => out.push_str(&format!(
+                "{pad}{} L#{} ({})\n",
+                l.name(),
+                n.os_index,
+                pus_text(n.pus.len())
+            )),
+        }
+        for &c in &n.children {
+            self.summary_node(c, indent + 1, out);
+        }
+    }
+}
+
+fn pus_text(k: usize) -> String {
+    if k == 1 {
+        "1 PU".into()
+    } else {
+        format!("{k} PUs")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core(os: u32, pus: &[u32]) -> NodeSpec {
+        NodeSpec::new(
+            Level::Core,
+            os,
+            pus.iter()
+                .map(|&p| NodeSpec::new(Level::Pu, p, vec![]))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn numa_may_sit_above_packages_or_below_l3_but_not_below_cores() {
+        let numa_over_pack = NodeSpec::new(
+            Level::Machine,
+            0,
+            vec![NodeSpec::new(
+                Level::Numa,
+                0,
+                vec![NodeSpec::new(Level::Package, 0, vec![core(0, &[0])])],
+            )],
+        );
+        assert!(Topology::build(&numa_over_pack, "t").is_ok());
+        let numa_under_l3 = NodeSpec::new(
+            Level::L3,
+            0,
+            vec![NodeSpec::new(Level::Numa, 3, vec![core(0, &[0, 1])])],
+        );
+        let t = Topology::build(&numa_under_l3, "t").unwrap();
+        assert_eq!(t.numa[0].os_index, 3);
+        let numa_under_core = NodeSpec::new(
+            Level::Core,
+            0,
+            vec![NodeSpec::new(
+                Level::Numa,
+                0,
+                vec![NodeSpec::new(Level::Pu, 0, vec![])],
+            )],
+        );
+        let e = Topology::build(&numa_under_core, "t").unwrap_err();
+        assert_eq!(e.to_string(), "topology: numa 0 is below core 0");
+    }
+
+    #[test]
+    fn levels_must_nest_and_indexes_be_unique() {
+        let l3_in_core = NodeSpec::new(
+            Level::Machine,
+            0,
+            vec![NodeSpec::new(
+                Level::Core,
+                0,
+                vec![NodeSpec::new(Level::L3, 0, vec![])],
+            )],
+        );
+        let e = Topology::build(&l3_in_core, "t").unwrap_err();
+        assert_eq!(e.to_string(), "topology: l3 0 is below core 0");
+        // A NUMA node between a package and an L3 does not let the L3 climb above the package.
+        let pack_in_l3 = NodeSpec::new(
+            Level::L3,
+            0,
+            vec![NodeSpec::new(
+                Level::Numa,
+                0,
+                vec![NodeSpec::new(Level::Package, 0, vec![core(0, &[0])])],
+            )],
+        );
+        assert!(Topology::build(&pack_in_l3, "t").is_err());
+        let dup = NodeSpec::new(Level::Machine, 0, vec![core(0, &[0, 1]), core(1, &[1])]);
+        let e = Topology::build(&dup, "t").unwrap_err();
+        assert_eq!(e.to_string(), "topology: PU 1 appears twice in the tree");
+    }
+
+    #[test]
+    fn hops_count_edges_through_the_lowest_common_ancestor() {
+        // machine -> numa0 -> {core0: pu0 pu1, core1: pu2}, numa1 -> pu3 (no core)
+        let spec = NodeSpec::new(
+            Level::Machine,
+            0,
+            vec![
+                NodeSpec::new(Level::Numa, 0, vec![core(0, &[0, 1]), core(1, &[2])]),
+                NodeSpec::new(Level::Numa, 1, vec![NodeSpec::new(Level::Pu, 3, vec![])]),
+            ],
+        );
+        let t = Topology::build(&spec, "t").unwrap();
+        assert_eq!(t.hops(0, 1), 2);
+        assert_eq!(t.hops(1, 2), 4);
+        assert_eq!(t.hops(2, 3), 5);
+        assert_eq!(t.hops(3, 2), 5);
+        assert_eq!(t.distance(2, 3), 5.0);
+        assert_eq!(t.pus[3].core, 3);
+        let mut d = t.clone();
+        d.distances = Some(vec![vec![10.0, 20.0], vec![20.0, 10.0]]);
+        assert_eq!(d.distance(2, 3), 10.0);
+        assert_eq!(d.distance(0, 1), 2.0);
+        assert_eq!(d.numa_factor(0, 1), 2.0);
     }
 }

@@ -48,7 +48,9 @@ impl Strategy for Scatter {
             }
         }
         Ok(Some(
-            (0..input.comm.n()).map(|t| order[t % order.len()]).collect(),
+            (0..input.comm.n())
+                .map(|t| order[t % order.len()])
+                .collect(),
         ))
     }
 }

@@ -77,7 +77,11 @@ pub fn validate(input: &MapInput) -> Result<()> {
     if let Some(i) = input.load.iter().position(|v| !v.is_finite() || *v < 0.0) {
         return Err(MapError::input(
             "load vector",
-            format!("value {} is {}: loads must be finite and >= 0", i + 1, input.load[i]),
+            format!(
+                "value {} is {}: loads must be finite and >= 0",
+                i + 1,
+                input.load[i]
+            ),
         ));
     }
     if input.topology.pus.is_empty() {
@@ -119,20 +123,16 @@ pub fn compute_plan(name: &str, input: &MapInput) -> Result<Plan> {
                     numa: topo.pus[p].numa,
                 })
                 .collect();
-            let numa_load = metrics::numa_load(input.load, topo, &pus);
             let m = Metrics {
-                remote_comm: metrics::remote_comm(input.comm, topo, &pus),
-                load_std: metrics::std_dev(&numa_load),
-                numa_load,
                 mapping_ms,
-                ..Metrics::default()
+                ..metrics::compute(input.comm, input.load, topo, &pus)
             };
             (assignment, m)
         }
     };
     Ok(Plan {
         strategy: s.name().to_string(),
-        topology: topo.source.clone(),
+        topology: topo.summary_line(),
         assignment,
         metrics,
     })

@@ -1,0 +1,223 @@
+//! Loading a [`Topology`] from hwloc (crate `hwlocality`): live machine, XML file or
+//! synthetic description, converted into the [`NodeSpec`] tree of the levels that matter.
+//!
+//! Conversion rules:
+//! * Machine, Package, L3, L2, Core and PU become tree nodes; every other CPU-side object
+//!   (Group, Die, L1/L1i, L4/L5, ...) is dropped and its children move up to its parent.
+//! * In hwloc 2.x NUMA nodes are *memory children* of the CPU-side object with the same
+//!   cpuset. That object gets a NUMA level: below it when it is the machine or a package
+//!   (`package → numa → l3`), replacing it when it is a dropped object (Group/Die), and above it
+//!   otherwise (`numa → l3`, `numa → core`). NUMA nodes without PUs (CXL/HBM-only memory) are
+//!   skipped; when several NUMA nodes share one cpuset (DDR + HBM) the first one is kept.
+//! * A NUMA latency matrix (hwloc distances of NUMA nodes, e.g. `NUMALatency` from the OS or
+//!   added with `hwloc-annotate`) becomes [`Topology::distances`]; bandwidth matrices are
+//!   ignored.
+
+use super::{Level, NodeSpec, Topology};
+use crate::error::{MapError, Result};
+use hwlocality::object::distance::DistancesKind;
+use hwlocality::object::types::ObjectType;
+use hwlocality::object::TopologyObject;
+use std::path::Path;
+
+/// hwloc prints parse diagnostics on stderr by default. Programs that report errors
+/// themselves (the `cmlb` CLI) call this once at start-up, before starting threads.
+pub fn quiet_hwloc() {
+    for var in ["HWLOC_XML_VERBOSE", "HWLOC_SYNTHETIC_VERBOSE"] {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, "0");
+        }
+    }
+}
+
+/// Run an hwlocality call, turning the rare panics it uses for "impossible" errno values
+/// into a topology error instead of tearing the caller down.
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(MapError::Topology(format!(
+            "{what}: hwloc failed unexpectedly"
+        )))
+    })
+}
+
+impl Topology {
+    /// The machine this process runs on (only the PUs it is allowed to use, as hwloc reports
+    /// by default inside cgroups/cpusets).
+    pub fn live() -> Result<Topology> {
+        guarded("live topology", || {
+            let t = hwlocality::Topology::new().map_err(|e| {
+                MapError::Topology(format!("hwloc could not read this machine's topology: {e}"))
+            })?;
+            convert(&t, "live")
+        })
+    }
+
+    /// An hwloc XML file, as written by `lstopo --of xml` (optionally annotated with
+    /// distances by `hwloc-annotate`).
+    pub fn from_xml(path: impl AsRef<Path>) -> Result<Topology> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
+        let source = path.display().to_string();
+        guarded(&source, || {
+            let invalid = || {
+                MapError::Topology(format!(
+                    "{source}: not a valid hwloc XML topology (create one with `lstopo-no-graphics --of xml FILE.xml`)"
+                ))
+            };
+            let t = hwlocality::Topology::builder()
+                .from_xml(&text)
+                .map_err(|_| invalid())?
+                .build()
+                .map_err(|_| invalid())?;
+            convert(&t, &source)
+        })
+    }
+
+    /// An hwloc synthetic description such as `"pack:2 numa:2 l3:1 core:8 pu:2"`.
+    pub fn from_synthetic(description: &str) -> Result<Topology> {
+        let description = description.trim();
+        guarded(description, || {
+            let invalid = || {
+                MapError::Topology(format!(
+                    "hwloc rejected the synthetic description \"{description}\" (expected \
+                     space-separated TYPE:COUNT levels from the machine down to PUs, e.g. \
+                     \"pack:2 numa:2 l3:1 core:8 pu:2\"; types: pack, numa, group, die, l1..l5, \
+                     core, pu)"
+                ))
+            };
+            if description.is_empty() {
+                return Err(invalid());
+            }
+            let t = hwlocality::Topology::builder()
+                .from_synthetic(description)
+                .map_err(|_| invalid())?
+                .build()
+                .map_err(|_| invalid())?;
+            convert(&t, description)
+        })
+    }
+
+    /// Load from `"live"`, a path to an hwloc XML file (an existing file, or any name ending in
+    /// `.xml`), or otherwise an hwloc synthetic description.
+    pub fn load(spec: &str) -> Result<Topology> {
+        let s = spec.trim();
+        if s == "live" {
+            return Topology::live();
+        }
+        let path = Path::new(s);
+        if path.is_file() || s.to_ascii_lowercase().ends_with(".xml") {
+            return Topology::from_xml(path);
+        }
+        Topology::from_synthetic(s)
+    }
+}
+
+/// hwloc tree → our tree, plus NUMA distances.
+fn convert(t: &hwlocality::Topology, source: &str) -> Result<Topology> {
+    let root = t.root_object();
+    let mut specs = convert_object(root);
+    let root_spec = match (specs.len(), specs.first().map(|s| s.level)) {
+        (1, Some(Level::Machine)) => specs.remove(0),
+        _ => NodeSpec::new(Level::Machine, 0, specs),
+    };
+    let mut topo = Topology::build(&root_spec, source)?;
+    topo.distances = numa_distances(t, &topo);
+    Ok(topo)
+}
+
+fn level_of(ty: ObjectType) -> Option<Level> {
+    match ty {
+        ObjectType::Machine => Some(Level::Machine),
+        ObjectType::Package => Some(Level::Package),
+        ObjectType::L3Cache => Some(Level::L3),
+        ObjectType::L2Cache => Some(Level::L2),
+        ObjectType::Core => Some(Level::Core),
+        ObjectType::PU => Some(Level::Pu),
+        _ => None,
+    }
+}
+
+fn index_of(obj: &TopologyObject, level: Level) -> u32 {
+    let logical = obj.logical_index();
+    let idx = match level {
+        Level::Pu | Level::Core | Level::Numa => obj.os_index().unwrap_or(logical),
+        _ => logical,
+    };
+    u32::try_from(idx).unwrap_or(u32::MAX)
+}
+
+/// The NUMA node(s) attached to `obj` as memory children, looking through memory-side caches.
+fn numa_children<'a>(obj: &'a TopologyObject, out: &mut Vec<&'a TopologyObject>) {
+    for m in obj.memory_children() {
+        if m.object_type() == ObjectType::NUMANode {
+            out.push(m);
+        } else {
+            numa_children(m, out);
+        }
+    }
+}
+
+/// The NUMA node the PUs below `obj` use: the first attached one that has PUs.
+fn local_numa(obj: &TopologyObject) -> Option<&TopologyObject> {
+    let mut v = Vec::new();
+    numa_children(obj, &mut v);
+    v.into_iter()
+        .find(|n| n.cpuset().is_some_and(|c| !c.is_empty()))
+}
+
+/// Convert one hwloc object; dropped objects return their converted children.
+fn convert_object(obj: &TopologyObject) -> Vec<NodeSpec> {
+    let children: Vec<NodeSpec> = obj.normal_children().flat_map(convert_object).collect();
+    let level = level_of(obj.object_type());
+    let numa = local_numa(obj).map(|n| index_of(n, Level::Numa));
+    match (level, numa) {
+        (Some(l), None) => vec![NodeSpec::new(l, index_of(obj, l), children)],
+        (None, None) => children,
+        (Some(l @ (Level::Machine | Level::Package)), Some(n)) => vec![NodeSpec::new(
+            l,
+            index_of(obj, l),
+            vec![NodeSpec::new(Level::Numa, n, children)],
+        )],
+        (Some(l), Some(n)) => vec![NodeSpec::new(
+            Level::Numa,
+            n,
+            vec![NodeSpec::new(l, index_of(obj, l), children)],
+        )],
+        (None, Some(n)) => vec![NodeSpec::new(Level::Numa, n, children)],
+    }
+}
+
+/// The first NUMA latency matrix hwloc knows that covers every NUMA node of `topo`,
+/// re-indexed like `topo.numa`.
+fn numa_distances(t: &hwlocality::Topology, topo: &Topology) -> Option<Vec<Vec<f64>>> {
+    let all = t.distances_with_type(None, ObjectType::NUMANode).ok()?;
+    for d in &all {
+        if d.kind().contains(DistancesKind::MEANS_BANDWIDTH) {
+            continue;
+        }
+        let os: Vec<Option<u32>> = d
+            .objects()
+            .map(|o| o.map(|o| index_of(o, Level::Numa)))
+            .collect();
+        let pos: Option<Vec<usize>> = topo
+            .numa
+            .iter()
+            .map(|n| os.iter().position(|&o| o == Some(n.os_index)))
+            .collect();
+        let Some(pos) = pos else {
+            log::warn!("ignoring a NUMA distance matrix that does not cover every NUMA node");
+            continue;
+        };
+        let k = os.len();
+        let values = d.distances();
+        if values.len() != k * k {
+            continue;
+        }
+        return Some(
+            pos.iter()
+                .map(|&i| pos.iter().map(|&j| values[i * k + j] as f64).collect())
+                .collect(),
+        );
+    }
+    None
+}
