@@ -47,7 +47,21 @@ fn main() {
         Command::Map(a) => cmd::map::run(a),
     };
     if let Err(e) = result {
-        eprintln!("cmlb: error: {e:#}");
+        eprintln!("cmlb: error: {}", one_line(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes on one line, skipping causes the message already quotes
+/// (library errors such as "FILE: No such file" carry their source in their own text).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg.replace('\n', " ")
 }

@@ -47,7 +47,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| MapError::io(dir, e))?;
+    if !dir.is_dir() {
+        return Err(MapError::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("directory {} does not exist", dir.display()),
+            ),
+        ));
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".cmlb-")
+        .tempfile_in(dir)
+        .map_err(|e| {
+            MapError::io(
+                path,
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot create a file in {}: {}", dir.display(), e.kind()),
+                ),
+            )
+        })?;
     tmp.write_all(bytes).map_err(|e| MapError::io(path, e))?;
     tmp.persist(path).map_err(|e| MapError::io(path, e.error))?;
     Ok(())

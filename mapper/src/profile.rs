@@ -211,6 +211,14 @@ fn replace_dir(from: PathBuf, to: &Path) -> Result<()> {
 /// Parse a comma-separated numeric table. Accepts a trailing comma (EagerMap's files),
 /// blank lines and `#` comments. Errors name the file, line and column.
 pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
+    Ok(parse_numeric_lines(what, text)?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// [`parse_numeric_csv`], keeping each row's 1-based line number.
+pub fn parse_numeric_lines(what: &str, text: &str) -> Result<Vec<(usize, Vec<f64>)>> {
     let mut rows = Vec::new();
     for (ln, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -243,7 +251,7 @@ pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
             }
             row.push(v);
         }
-        rows.push(row);
+        rows.push((ln + 1, row));
     }
     Ok(rows)
 }
@@ -253,11 +261,12 @@ pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
 pub fn read_comm_csv(path: &Path, eagermap_order: bool) -> Result<CommMatrix> {
     let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
     let what = path.display().to_string();
-    let mut rows = parse_numeric_csv(&what, &text)?;
+    let mut rows = parse_numeric_lines(&what, &text)?;
     if eagermap_order {
         rows.reverse();
     }
-    CommMatrix::from_rows(&what, rows)
+    let (lines, rows): (Vec<usize>, Vec<Vec<f64>>) = rows.into_iter().unzip();
+    CommMatrix::from_rows_at(&what, rows, Some(&lines))
 }
 
 /// Write a communication matrix CSV (plain order, or EagerMap's reversed rows).

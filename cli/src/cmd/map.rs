@@ -1,8 +1,367 @@
-use clap::Args as ClapArgs;
+//! `cmlb map`: compute a thread-to-PU plan (or compare every strategy) from a profile
+//! directory or a communication matrix, on a live, XML or synthetic topology.
+
+use anyhow::bail;
+use clap::{Args as ClapArgs, ValueEnum};
+use mapper::plan::write_atomic;
+use mapper::profile::{read_comm_csv, read_load_csv, Profile};
+use mapper::strategy::{self, MapInput};
+use mapper::topology::Topology;
+use mapper::{CommMatrix, Plan};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CommFormat {
+    /// Row i = thread i.
+    Plain,
+    /// EagerMap's files: rows in reverse thread order (first thread on the last line).
+    Eagermap,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A listing per NUMA node → core → PU → threads, then the metrics.
+    Table,
+    /// The plan as YAML (the `plan.yaml` format).
+    Yaml,
+    /// The plan as one JSON object (an array of per-strategy metrics with --compare).
+    Json,
+}
 
 #[derive(ClapArgs)]
-pub struct Args {}
+#[command(after_help = "Examples:
+  cmlb map --profile prof --topology live
+  cmlb map --comm SP-OMP.csv --comm-format eagermap --topology \"pack:2 numa:2 core:16 pu:2\"
+  cmlb map --comm comm.csv --load load.csv --topology node.xml --cpuset 0-15 --strategy cmlb --format json
+  cmlb map --comm comm.csv --topology \"pack:2 numa:2 core:8 pu:2\" --compare
+  cmlb map --list")]
+pub struct Args {
+    /// Profile directory written by `cmlb profile` (profile.yaml, comm.csv, load.csv).
+    #[arg(long, value_name = "DIR", conflicts_with = "comm")]
+    pub profile: Option<PathBuf>,
+    /// Communication matrix: n×n comma-separated, symmetric, non-negative.
+    #[arg(long, value_name = "FILE")]
+    pub comm: Option<PathBuf>,
+    /// Row order of --comm.
+    #[arg(long, value_enum, default_value = "plain")]
+    pub comm_format: CommFormat,
+    /// Memory load per thread (one value per line or comma-separated); all ones if absent.
+    /// Overrides the profile's load.csv.
+    #[arg(long, value_name = "FILE")]
+    pub load: Option<PathBuf>,
+    /// `live`, a path to an hwloc XML file, or an hwloc synthetic description
+    /// such as "pack:2 numa:2 l3:1 core:8 pu:2".
+    #[arg(long, default_value = "live")]
+    pub topology: String,
+    /// Only use these PUs (OS indexes, Linux list format, e.g. "0-7,16-23").
+    #[arg(long, value_name = "LIST")]
+    pub cpuset: Option<String>,
+    /// Mapping strategy (see --list).
+    #[arg(long, default_value = strategy::DEFAULT)]
+    pub strategy: String,
+    /// Seed for randomised strategies (same seed, same plan).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also write the plan to FILE atomically: JSON if it ends in .json, else YAML.
+    #[arg(long, value_name = "FILE", conflicts_with = "compare")]
+    pub out: Option<PathBuf>,
+    /// Run every strategy on the same input and print their metrics side by side.
+    #[arg(long)]
+    pub compare: bool,
+    /// List the strategies and exit.
+    #[arg(long)]
+    pub list: bool,
+}
 
-pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("map is not implemented yet")
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.list {
+        print!("{}", list_text());
+        return Ok(());
+    }
+    let (comm, load) = read_inputs(&a)?;
+    let topo = super::topology::load(&a.topology, a.cpuset.as_deref())?;
+    let input = MapInput {
+        comm: &comm,
+        load: &load,
+        topology: &topo,
+        seed: a.seed,
+    };
+    if a.compare {
+        return compare(&input, a.format);
+    }
+    let plan = strategy::compute_plan(&a.strategy, &input)?;
+    // Write the file first: if that fails the user sees only the error, not a plan that
+    // looks saved.
+    if let Some(out) = &a.out {
+        write_plan(&plan, out)?;
+    }
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
+        Format::Yaml => print!("{}", serde_norway::to_string(&plan)?),
+        Format::Table => print!("{}", plan_table(&plan, &topo)),
+    }
+    Ok(())
+}
+
+fn list_text() -> String {
+    let all = strategy::all();
+    let w = all.iter().map(|s| s.name().len()).max().unwrap_or(0);
+    let mut s = String::new();
+    for st in &all {
+        let mark = if st.name() == strategy::DEFAULT {
+            " (default)"
+        } else {
+            ""
+        };
+        s.push_str(&format!("{:<w$}  {}{mark}\n", st.name(), st.describe()));
+    }
+    s
+}
+
+/// The matrix and load vector, checked against each other; errors name the files.
+fn read_inputs(a: &Args) -> anyhow::Result<(CommMatrix, Vec<f64>)> {
+    let (comm, comm_name, profile_load) = match (&a.profile, &a.comm) {
+        (Some(dir), _) => {
+            let p = Profile::read_dir(dir)?;
+            (p.comm, dir.join("comm.csv"), Some(p.load))
+        }
+        (None, Some(path)) => (
+            read_comm_csv(path, a.comm_format == CommFormat::Eagermap)?,
+            path.clone(),
+            None,
+        ),
+        (None, None) => {
+            bail!("no input: give --profile DIR or --comm FILE (or --list to see the strategies)")
+        }
+    };
+    let (load, load_name) = match (&a.load, profile_load) {
+        (Some(path), _) => (read_load_csv(path)?, Some(path.clone())),
+        (None, Some(l)) => (l, a.profile.as_ref().map(|d| d.join("load.csv"))),
+        (None, None) => (vec![1.0; comm.n()], None),
+    };
+    if load.len() != comm.n() {
+        bail!(
+            "{}: load vector has {} values but {} has {} threads",
+            load_name.as_deref().unwrap_or(Path::new("load")).display(),
+            load.len(),
+            comm_name.display(),
+            comm.n()
+        );
+    }
+    Ok((comm, load))
+}
+
+fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
+    let json = out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if json {
+        let mut text = serde_json::to_string_pretty(plan)?;
+        text.push('\n');
+        write_atomic(out, text.as_bytes())?;
+    } else {
+        plan.write_yaml(out)?;
+    }
+    log::info!("plan written to {}", out.display());
+    Ok(())
+}
+
+/// Numbers for people: integers as integers, large or tiny values in scientific notation.
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.fract() == 0.0 && v.abs() < 1e9 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1e9 || v.abs() < 1e-3 {
+        format!("{v:.4e}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn metrics_rows(m: &mapper::metrics::Metrics) -> Vec<(&'static str, String)> {
+    let loads: Vec<String> = m.numa_load.iter().map(|&v| num(v)).collect();
+    vec![
+        ("remote_comm", num(m.remote_comm)),
+        ("load_std", num(m.load_std)),
+        ("numa_load", loads.join(" ")),
+        ("quality", num(m.quality)),
+        ("hop_bytes", num(m.hop_bytes)),
+        ("mapping_ms", format!("{:.3}", m.mapping_ms)),
+    ]
+}
+
+/// A person-checkable listing: every NUMA node, its cores that got threads, which threads
+/// run on each PU, then the metrics.
+fn plan_table(plan: &Plan, topo: &Topology) -> String {
+    let mut s = format!(
+        "strategy: {}\ntopology: {}\nthreads:  {} (tN = thread N in creation order)\n",
+        plan.strategy,
+        plan.topology,
+        plan.assignment.len()
+    );
+    if plan.assignment.is_empty() {
+        s.push_str("no binding: the OS scheduler places the threads\n");
+        return s;
+    }
+    // threads per PU OS index
+    let mut on_pu: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for a in &plan.assignment {
+        on_pu.entry(a.pu).or_default().push(a.thread);
+    }
+    let list = |v: &[usize]| {
+        v.iter()
+            .map(|t| format!("t{t}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (k, numa) in topo.numa.iter().enumerate() {
+        let threads: usize = numa
+            .pus
+            .iter()
+            .map(|&p| on_pu.get(&topo.pus[p].os_index).map_or(0, |v| v.len()))
+            .sum();
+        let load = plan.metrics.numa_load.get(k).copied().unwrap_or(0.0);
+        s.push_str(&format!(
+            "\nnuma P#{}: {threads} threads on {} PUs, load {}\n",
+            numa.os_index,
+            numa.capacity(),
+            num(load)
+        ));
+        // PUs of a core are consecutive in tree order: one line per core with threads.
+        let mut i = 0;
+        while i < numa.pus.len() {
+            let core_node = topo.nodes[topo.pus[numa.pus[i]].node].parent;
+            let mut j = i;
+            while j < numa.pus.len() && topo.nodes[topo.pus[numa.pus[j]].node].parent == core_node {
+                j += 1;
+            }
+            let cells: Vec<String> = numa.pus[i..j]
+                .iter()
+                .map(|&p| {
+                    let os = topo.pus[p].os_index;
+                    match on_pu.get(&os) {
+                        Some(v) => format!("PU {os}: {}", list(v)),
+                        None => format!("PU {os}: idle"),
+                    }
+                })
+                .collect();
+            let used = numa.pus[i..j]
+                .iter()
+                .any(|&p| on_pu.contains_key(&topo.pus[p].os_index));
+            if used {
+                s.push_str(&format!(
+                    "  core P#{:<4} {}\n",
+                    topo.pus[numa.pus[i]].core,
+                    cells.join("   ")
+                ));
+            }
+            i = j;
+        }
+    }
+    s.push_str("\nmetrics:\n");
+    for (k, v) in metrics_rows(&plan.metrics) {
+        s.push_str(&format!("  {k:<12} {v}\n"));
+    }
+    s
+}
+
+fn compare(input: &MapInput, format: Format) -> anyhow::Result<()> {
+    let results: Vec<(String, Result<Plan, String>)> = strategy::all()
+        .iter()
+        .map(|s| {
+            let r = strategy::compute_plan(s.name(), input).map_err(|e| e.to_string());
+            (s.name().to_string(), r)
+        })
+        .collect();
+    match format {
+        Format::Json | Format::Yaml => {
+            let v: Vec<serde_json::Value> = results
+                .iter()
+                .map(|(name, r)| match r {
+                    Ok(p) if p.assignment.is_empty() => serde_json::json!({
+                        "strategy": name, "binds": false, "metrics": null
+                    }),
+                    Ok(p) => serde_json::json!({
+                        "strategy": name, "binds": true, "metrics": p.metrics
+                    }),
+                    Err(e) => serde_json::json!({ "strategy": name, "error": e }),
+                })
+                .collect();
+            if format == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print!("{}", serde_norway::to_string(&v)?);
+            }
+        }
+        Format::Table => {
+            println!("topology: {}", input.topology.summary_line());
+            println!("threads:  {}", input.comm.n());
+            let head = [
+                "strategy",
+                "remote_comm",
+                "load_std",
+                "quality",
+                "hop_bytes",
+                "mapping_ms",
+                "numa_load",
+            ];
+            let mut rows: Vec<Vec<String>> = vec![head.iter().map(|h| h.to_string()).collect()];
+            for (name, r) in &results {
+                let mut row = vec![name.clone()];
+                match r {
+                    Ok(p) if p.assignment.is_empty() => {
+                        row.push("(no binding)".into());
+                    }
+                    Ok(p) => {
+                        let m = &p.metrics;
+                        let loads: Vec<String> = m.numa_load.iter().map(|&v| num(v)).collect();
+                        row.extend([
+                            num(m.remote_comm),
+                            num(m.load_std),
+                            num(m.quality),
+                            num(m.hop_bytes),
+                            format!("{:.3}", m.mapping_ms),
+                            loads.join(" "),
+                        ]);
+                    }
+                    Err(e) => row.push(format!("error: {e}")),
+                }
+                rows.push(row);
+            }
+            let cols = head.len();
+            let width: Vec<usize> = (0..cols)
+                .map(|c| {
+                    rows.iter()
+                        .filter(|r| r.len() == cols)
+                        .map(|r| r[c].len())
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            for r in &rows {
+                let line: Vec<String> = r
+                    .iter()
+                    .enumerate()
+                    .map(|(c, v)| {
+                        if c == 0 {
+                            format!("{v:<w$}", w = width[c])
+                        } else if r.len() < cols || c == cols - 1 {
+                            v.clone()
+                        } else {
+                            format!("{v:>w$}", w = width[c])
+                        }
+                    })
+                    .collect();
+                println!("{}", line.join("  ").trim_end());
+            }
+        }
+    }
+    if results.iter().all(|(_, r)| r.is_err()) {
+        bail!("every strategy failed on this input");
+    }
+    Ok(())
 }

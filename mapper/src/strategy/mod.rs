@@ -33,6 +33,9 @@ pub trait Strategy {
     fn map(&self, input: &MapInput) -> Result<Option<Vec<usize>>>;
 }
 
+/// The strategy `cmlb map` uses when none is named. Placeholder until the CMLB strategies land.
+pub const DEFAULT: &str = "compact";
+
 /// Every strategy, in the order `--compare` prints them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
     vec![
