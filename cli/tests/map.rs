@@ -297,6 +297,26 @@ fn topology_command_prints_the_restricted_tree() {
 }
 
 #[test]
+fn cpuset_self_follows_the_affinity_mask() {
+    // Pinned to CPU 0 by taskset, `--cpuset self` keeps only PU 0 of the live machine.
+    let o = Command::new("taskset")
+        .args([
+            "-c",
+            "0",
+            env!("CARGO_BIN_EXE_cmlb"),
+            "topology",
+            "--cpuset",
+            "self",
+        ])
+        .output()
+        .expect("taskset (util-linux)");
+    let out = stdout(&o);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.starts_with("live restricted to 0: "), "{out}");
+    assert!(out.contains(", 1 core, 1 PU"), "{out}");
+}
+
+#[test]
 fn bad_matrices_are_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

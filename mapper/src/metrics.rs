@@ -30,14 +30,75 @@ pub struct Metrics {
 }
 
 /// All metrics of mapping `pus` (one PU index per thread); `mapping_ms` is left at 0.
+/// One pass over the thread pairs with the PU-to-PU hop counts tabulated once, so that
+/// n = 4096 threads costs a table lookup per pair instead of a tree walk.
 pub fn compute(comm: &CommMatrix, load: &[f64], topo: &Topology, pus: &[usize]) -> Metrics {
     let numa_load = numa_load(load, topo, pus);
+    // Distinct PUs in use get dense slots; the table covers slot pairs.
+    let mut slot_of = vec![usize::MAX; topo.pus.len()];
+    let mut used = Vec::new();
+    for &p in pus {
+        if slot_of[p] == usize::MAX {
+            slot_of[p] = used.len();
+            used.push(p);
+        }
+    }
+    let k = used.len();
+    let (mut remote, mut quality_sum, mut hop_sum) = (0.0, 0.0, 0.0);
+    if k <= 2048 {
+        let mut hops = vec![0u16; k * k];
+        for a in 0..k {
+            for b in (a + 1)..k {
+                let h = topo.hops(used[a], used[b]).min(u32::from(u16::MAX)) as u16;
+                hops[a * k + b] = h;
+                hops[b * k + a] = h;
+            }
+        }
+        let numa_pos: Vec<usize> = used
+            .iter()
+            .map(|&p| topo.numa_position(topo.pus[p].numa).unwrap_or(0))
+            .collect();
+        let nn = topo.numa.len();
+        let mut factor = vec![1.0; nn * nn];
+        for a in 0..nn {
+            for b in 0..nn {
+                factor[a * nn + b] = topo.numa_factor(topo.numa[a].os_index, topo.numa[b].os_index);
+            }
+        }
+        let slots: Vec<usize> = pus.iter().map(|&p| slot_of[p]).collect();
+        for (i, &si) in slots.iter().enumerate() {
+            let row = comm.row(i);
+            for (j, &sj) in slots.iter().enumerate().skip(i + 1) {
+                let a = row[j];
+                if a == 0.0 {
+                    continue;
+                }
+                let (ni, nj) = (numa_pos[si], numa_pos[sj]);
+                if ni != nj {
+                    remote += a;
+                }
+                let h = f64::from(hops[si * k + sj]);
+                hop_sum += a * h;
+                // Same as Topology::distance: 1 on the same PU, hops × NUMA factor otherwise.
+                let d = if si == sj {
+                    1.0
+                } else {
+                    h * factor[ni * nn + nj]
+                };
+                quality_sum += a / d;
+            }
+        }
+    } else {
+        remote = remote_comm(comm, topo, pus);
+        quality_sum = quality(comm, topo, pus);
+        hop_sum = hop_bytes(comm, topo, pus);
+    }
     Metrics {
-        remote_comm: remote_comm(comm, topo, pus),
+        remote_comm: remote,
         load_std: std_dev(&numa_load),
         numa_load,
-        quality: quality(comm, topo, pus),
-        hop_bytes: hop_bytes(comm, topo, pus),
+        quality: quality_sum,
+        hop_bytes: hop_sum,
         mapping_ms: 0.0,
     }
 }
@@ -171,6 +232,26 @@ mod tests {
         assert!((q - (10.0 / 2.0 + 4.0 / 4.0 + 6.0 / 18.0 + 8.0 / 18.0)).abs() < 1e-12);
         // Hop-bytes ignores the NUMA factor.
         assert_eq!(hop_bytes(&c, &t, &pus), 120.0);
+    }
+
+    #[test]
+    fn one_pass_matches_the_separate_sums() {
+        let mut t = topo();
+        t.distances = Some(vec![vec![10.0, 21.0], vec![21.0, 10.0]]);
+        let n = 12;
+        let mut c = CommMatrix::zeros(n);
+        for i in 0..n {
+            for j in (i + 1)..n {
+                c.add_sym(i, j, ((i * 7 + j * 3) % 5) as f64);
+            }
+        }
+        // Oversubscribed: 12 threads on 8 PUs, some sharing a PU.
+        let pus: Vec<usize> = (0..n).map(|i| (i * 5) % 8).collect();
+        let m = compute(&c, &[1.0; 12], &t, &pus);
+        assert_eq!(m.remote_comm, remote_comm(&c, &t, &pus));
+        assert_eq!(m.hop_bytes, hop_bytes(&c, &t, &pus));
+        assert!((m.quality - quality(&c, &t, &pus)).abs() < 1e-9 * m.quality);
+        assert_eq!(m.numa_load.iter().sum::<f64>(), 12.0);
     }
 
     #[test]

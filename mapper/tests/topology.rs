@@ -240,3 +240,40 @@ fn restrict_outside_the_topology_names_the_pus() {
     let e = t.restrict(&[]).unwrap_err();
     assert!(e.to_string().contains("empty cpuset"));
 }
+
+mod restrict_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any non-empty subset of PUs: exactly those PUs remain, NUMA capacities count the
+        /// subset's PUs per node (nodes without any disappear), and the tree distance between
+        /// surviving PUs does not change.
+        #[test]
+        fn restriction_keeps_exactly_the_cpuset(mask in proptest::collection::vec(any::<bool>(), 32)) {
+            let t = Topology::from_synthetic("pack:2 numa:2 l3:1 core:4 pu:2").unwrap();
+            let cpus: Vec<u32> = (0..32u32).filter(|&c| mask[c as usize]).collect();
+            prop_assume!(!cpus.is_empty());
+            let r = t.restrict(&cpus).unwrap();
+            check_consistent(&r);
+            let os: Vec<u32> = r.pus.iter().map(|p| p.os_index).collect();
+            prop_assert_eq!(&os, &cpus);
+            for n in &r.numa {
+                let orig = &t.numa[t.numa_position(n.os_index).unwrap()];
+                let want = orig.pus.iter().filter(|&&p| cpus.contains(&t.pus[p].os_index)).count();
+                prop_assert_eq!(n.capacity(), want);
+                prop_assert!(want > 0);
+            }
+            let total: usize = r.numa.iter().map(|n| n.capacity()).sum();
+            prop_assert_eq!(total, cpus.len());
+            for a in 0..r.num_pus() {
+                for b in 0..r.num_pus() {
+                    let (oa, ob) = (t.pu_position(os[a]).unwrap(), t.pu_position(os[b]).unwrap());
+                    prop_assert_eq!(r.hops(a, b), t.hops(oa, ob));
+                    prop_assert_eq!(r.pus[a].core, t.pus[oa].core);
+                }
+            }
+        }
+    }
+}

@@ -53,8 +53,9 @@ pub struct Args {
     /// such as "pack:2 numa:2 l3:1 core:8 pu:2".
     #[arg(long, default_value = "live")]
     pub topology: String,
-    /// Only use these PUs (OS indexes, Linux list format, e.g. "0-7,16-23").
-    #[arg(long, value_name = "LIST")]
+    /// Only use these PUs (OS indexes, Linux list format, e.g. "0-7,16-23"), or `self` for
+    /// this process's affinity mask.
+    #[arg(long, value_name = "LIST|self")]
     pub cpuset: Option<String>,
     /// Mapping strategy (see --list).
     #[arg(long, default_value = strategy::DEFAULT)]

@@ -9,8 +9,9 @@ pub struct Args {
     /// hwloc synthetic description such as "pack:2 numa:2 l3:1 core:8 pu:2".
     #[arg(long, default_value = "live")]
     pub topology: String,
-    /// Restrict to these PU OS indexes, Linux list format (e.g. "0-3,8,10-11").
-    #[arg(long)]
+    /// Restrict to these PU OS indexes, Linux list format (e.g. "0-3,8,10-11"), or `self`
+    /// for the CPUs this process may run on (its affinity mask, e.g. inside a Slurm step).
+    #[arg(long, value_name = "LIST|self")]
     pub cpuset: Option<String>,
 }
 
@@ -21,10 +22,25 @@ pub fn load(spec: &str, cpuset: Option<&str>) -> anyhow::Result<Topology> {
     match cpuset {
         None => Ok(topo),
         Some(list) => {
-            let cpus = parse_cpu_list(list)?;
+            let cpus = if list.trim() == "self" {
+                own_affinity()?
+            } else {
+                parse_cpu_list(list)?
+            };
             Ok(topo.restrict(&cpus)?)
         }
     }
+}
+
+/// OS indexes of the CPUs in this process's affinity mask.
+fn own_affinity() -> anyhow::Result<Vec<u32>> {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_err(|e| anyhow::anyhow!("cannot read this process's CPU affinity: {e}"))?;
+    Ok((0..CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .map(|c| c as u32)
+        .collect())
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
