@@ -294,6 +294,16 @@ fn topology_command_prints_the_restricted_tree() {
     assert!(out.contains("core P#15: PU 30"), "{out}");
     let live = ok(&["topology"]);
     assert!(live.starts_with("live: "), "{live}");
+
+    // --export writes hwloc XML that --topology reads back to the same tree.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("node.xml");
+    let synth = "pack:2 numa:2 core:3 pu:2";
+    let shown = ok(&["topology", "--topology", synth, "--export", s(&f)]);
+    let again = ok(&["topology", "--topology", s(&f)]);
+    let body = |t: &str| t.split_once('\n').unwrap().1.to_string();
+    assert_eq!(body(&shown), body(&again));
+    assert!(again.starts_with(&format!("{}: 2 packages, 4 NUMA nodes", f.display())));
 }
 
 #[test]

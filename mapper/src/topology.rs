@@ -11,7 +11,7 @@ mod cpulist;
 mod hwloc;
 
 pub use cpulist::{format_cpu_list, parse_cpu_list};
-pub use hwloc::quiet_hwloc;
+pub use hwloc::{hwloc_xml, quiet_hwloc};
 
 /// Tree levels, outermost first. Their order is the nesting order, with one exception: a NUMA
 /// node may sit at any depth above the cores. Most machines have NUMA nodes inside packages

@@ -168,6 +168,24 @@ fn synthetic_and_load_dispatch() {
 }
 
 #[test]
+fn exported_xml_reads_back_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    for spec in [
+        "live".to_string(),
+        "pack:2 numa:2 l3:1 core:3 pu:2".to_string(),
+        data("amd-2s-8numa-dist.xml").display().to_string(),
+    ] {
+        let xml = mapper::topology::hwloc_xml(&spec).unwrap();
+        let f = dir.path().join("t.xml");
+        std::fs::write(&f, xml).unwrap();
+        let mut back = Topology::from_xml(&f).unwrap();
+        back.source = spec.clone();
+        assert_eq!(back, Topology::load(&spec).unwrap(), "{spec}");
+    }
+    assert!(mapper::topology::hwloc_xml("nonsense:1").is_err());
+}
+
+#[test]
 fn bad_topologies_are_clear_errors() {
     let e = Topology::load("pack:2 bogus:3 pu:2").unwrap_err();
     assert!(matches!(e, MapError::Topology(_)));

@@ -13,6 +13,10 @@ pub struct Args {
     /// for the CPUs this process may run on (its affinity mask, e.g. inside a Slurm step).
     #[arg(long, value_name = "LIST|self")]
     pub cpuset: Option<String>,
+    /// Write hwloc's XML of the (unrestricted) topology to FILE, atomically, for later use
+    /// with --topology FILE (e.g. to map for a cluster node from a login node).
+    #[arg(long, value_name = "FILE.xml")]
+    pub export: Option<std::path::PathBuf>,
 }
 
 /// Load `--topology` and apply `--cpuset`; shared with `cmlb map`.
@@ -45,6 +49,10 @@ fn own_affinity() -> anyhow::Result<Vec<u32>> {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let topo = load(&a.topology, a.cpuset.as_deref())?;
+    if let Some(path) = &a.export {
+        let xml = mapper::topology::hwloc_xml(&a.topology)?;
+        mapper::plan::write_atomic(path, xml.as_bytes())?;
+    }
     print!("{}", topo.summary());
     Ok(())
 }

@@ -40,76 +40,119 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
+/// Where a topology comes from; see [`Topology::load`].
+enum Source<'a> {
+    Live,
+    Xml(&'a Path),
+    Synthetic(&'a str),
+}
+
+impl<'a> Source<'a> {
+    fn parse(spec: &'a str) -> Self {
+        let s = spec.trim();
+        if s == "live" {
+            return Source::Live;
+        }
+        let path = Path::new(s);
+        if path.is_file() || s.to_ascii_lowercase().ends_with(".xml") {
+            Source::Xml(path)
+        } else {
+            Source::Synthetic(s)
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Source::Live => "live".into(),
+            Source::Xml(p) => p.display().to_string(),
+            Source::Synthetic(s) => s.to_string(),
+        }
+    }
+
+    /// Load it with hwloc.
+    fn open(&self) -> Result<hwlocality::Topology> {
+        let name = self.name();
+        guarded(&name, || match self {
+            Source::Live => hwlocality::Topology::new().map_err(|e| {
+                MapError::Topology(format!("hwloc could not read this machine's topology: {e}"))
+            }),
+            Source::Xml(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| MapError::io(*path, e))?;
+                let invalid = || {
+                    MapError::Topology(format!(
+                        "{name}: not a valid hwloc XML topology (create one with \
+                         `lstopo-no-graphics --of xml FILE.xml`)"
+                    ))
+                };
+                hwlocality::Topology::builder()
+                    .from_xml(&text)
+                    .map_err(|_| invalid())?
+                    .build()
+                    .map_err(|_| invalid())
+            }
+            Source::Synthetic(description) => {
+                let invalid = || {
+                    MapError::Topology(format!(
+                        "hwloc rejected the synthetic description \"{description}\" (expected \
+                         space-separated TYPE:COUNT levels from the machine down to PUs, e.g. \
+                         \"pack:2 numa:2 l3:1 core:8 pu:2\"; types: pack, numa, group, die, \
+                         l1..l5, core, pu)"
+                    ))
+                };
+                if description.is_empty() {
+                    return Err(invalid());
+                }
+                hwlocality::Topology::builder()
+                    .from_synthetic(description)
+                    .map_err(|_| invalid())?
+                    .build()
+                    .map_err(|_| invalid())
+            }
+        })
+    }
+
+    fn load(&self) -> Result<Topology> {
+        let t = self.open()?;
+        guarded(&self.name(), || convert(&t, &self.name()))
+    }
+}
+
 impl Topology {
     /// The machine this process runs on (only the PUs it is allowed to use, as hwloc reports
     /// by default inside cgroups/cpusets).
     pub fn live() -> Result<Topology> {
-        guarded("live topology", || {
-            let t = hwlocality::Topology::new().map_err(|e| {
-                MapError::Topology(format!("hwloc could not read this machine's topology: {e}"))
-            })?;
-            convert(&t, "live")
-        })
+        Source::Live.load()
     }
 
     /// An hwloc XML file, as written by `lstopo --of xml` (optionally annotated with
     /// distances by `hwloc-annotate`).
     pub fn from_xml(path: impl AsRef<Path>) -> Result<Topology> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
-        let source = path.display().to_string();
-        guarded(&source, || {
-            let invalid = || {
-                MapError::Topology(format!(
-                    "{source}: not a valid hwloc XML topology (create one with `lstopo-no-graphics --of xml FILE.xml`)"
-                ))
-            };
-            let t = hwlocality::Topology::builder()
-                .from_xml(&text)
-                .map_err(|_| invalid())?
-                .build()
-                .map_err(|_| invalid())?;
-            convert(&t, &source)
-        })
+        Source::Xml(path.as_ref()).load()
     }
 
     /// An hwloc synthetic description such as `"pack:2 numa:2 l3:1 core:8 pu:2"`.
     pub fn from_synthetic(description: &str) -> Result<Topology> {
-        let description = description.trim();
-        guarded(description, || {
-            let invalid = || {
-                MapError::Topology(format!(
-                    "hwloc rejected the synthetic description \"{description}\" (expected \
-                     space-separated TYPE:COUNT levels from the machine down to PUs, e.g. \
-                     \"pack:2 numa:2 l3:1 core:8 pu:2\"; types: pack, numa, group, die, l1..l5, \
-                     core, pu)"
-                ))
-            };
-            if description.is_empty() {
-                return Err(invalid());
-            }
-            let t = hwlocality::Topology::builder()
-                .from_synthetic(description)
-                .map_err(|_| invalid())?
-                .build()
-                .map_err(|_| invalid())?;
-            convert(&t, description)
-        })
+        Source::Synthetic(description.trim()).load()
     }
 
     /// Load from `"live"`, a path to an hwloc XML file (an existing file, or any name ending in
     /// `.xml`), or otherwise an hwloc synthetic description.
     pub fn load(spec: &str) -> Result<Topology> {
-        let s = spec.trim();
-        if s == "live" {
-            return Topology::live();
-        }
-        let path = Path::new(s);
-        if path.is_file() || s.to_ascii_lowercase().ends_with(".xml") {
-            return Topology::from_xml(path);
-        }
-        Topology::from_synthetic(s)
+        Source::parse(spec).load()
     }
+}
+
+/// hwloc's own XML export of the topology `spec` names (`live`, XML file, synthetic), with
+/// its distances: a cache that [`Topology::from_xml`] (and `lstopo -i`) read back, e.g. to map
+/// for a cluster node from elsewhere, or to skip discovery in the SPANK plugin.
+pub fn hwloc_xml(spec: &str) -> Result<String> {
+    let src = Source::parse(spec);
+    let t = src.open()?;
+    guarded(&src.name(), || {
+        t.export_xml(hwlocality::topology::export::xml::XMLExportFlags::empty())
+            .map(|x| x.as_str().to_string())
+            .map_err(|e| MapError::Topology(format!("hwloc could not export XML: {e}")))
+    })
 }
 
 /// hwloc tree → our tree, plus NUMA distances.
