@@ -308,11 +308,19 @@ fn topology_command_prints_the_restricted_tree() {
 
 #[test]
 fn cpuset_self_follows_the_affinity_mask() {
-    // Pinned to CPU 0 by taskset, `--cpuset self` keeps only PU 0 of the live machine.
+    // Pinned to one CPU by taskset, `--cpuset self` keeps only that PU of the live machine.
+    // Use the first CPU this test may run on (CPU 0 may be outside a container's cpuset).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let first = mapper::topology::parse_cpu_list(allowed).unwrap()[0].to_string();
     let o = Command::new("taskset")
         .args([
             "-c",
-            "0",
+            &first,
             env!("CARGO_BIN_EXE_cmlb"),
             "topology",
             "--cpuset",
@@ -322,7 +330,10 @@ fn cpuset_self_follows_the_affinity_mask() {
         .expect("taskset (util-linux)");
     let out = stdout(&o);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.starts_with("live restricted to 0: "), "{out}");
+    assert!(
+        out.starts_with(&format!("live restricted to {first}: ")),
+        "{out}"
+    );
     assert!(out.contains(", 1 core, 1 PU"), "{out}");
 }
 
