@@ -10,6 +10,10 @@ use crate::plan::{Assignment, Plan};
 use crate::topology::Topology;
 
 mod baseline;
+mod eigen;
+mod pair_exchange;
+pub mod qap;
+pub mod spectral;
 
 /// What every strategy gets.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +35,113 @@ pub trait Strategy {
     /// Returns, for each thread, an index into `input.topology.pus`, or `None` if the strategy
     /// does not bind (e.g. `none`). Must be deterministic for a given input and seed.
     fn map(&self, input: &MapInput) -> Result<Option<Vec<usize>>>;
+    /// A copy configured from `name:key=value,...` parameters (see [`Params`]). Strategies
+    /// without parameters keep this default, which refuses any.
+    fn configure(&self, params: &mut Params) -> Result<Box<dyn Strategy>> {
+        Err(MapError::Strategy(format!(
+            "strategy '{}' takes no parameters (got '{}')",
+            self.name(),
+            params.text
+        )))
+    }
+}
+
+/// Parameters given after a strategy name, as in `spectral:k=8,scheme=first-fit`.
+/// A strategy takes the keys it knows with the `take_*` methods; [`Params::finish`] then
+/// rejects whatever is left, so a misspelt key is an error instead of being ignored.
+#[derive(Debug, Clone)]
+pub struct Params {
+    strategy: String,
+    text: String,
+    pairs: Vec<(String, String)>,
+}
+
+impl Params {
+    /// Parse `key=value,key=value` for strategy `strategy`.
+    pub fn parse(strategy: &str, text: &str) -> Result<Params> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for item in text.split(',') {
+            let item = item.trim();
+            let (k, v) = item.split_once('=').ok_or_else(|| {
+                MapError::Strategy(format!(
+                    "strategy '{strategy}': parameter '{item}' is not of the form key=value"
+                ))
+            })?;
+            let (k, v) = (k.trim(), v.trim());
+            if k.is_empty() || v.is_empty() {
+                return Err(MapError::Strategy(format!(
+                    "strategy '{strategy}': parameter '{item}' has an empty key or value"
+                )));
+            }
+            if pairs.iter().any(|(x, _)| x == k) {
+                return Err(MapError::Strategy(format!(
+                    "strategy '{strategy}': parameter '{k}' is given twice"
+                )));
+            }
+            pairs.push((k.to_string(), v.to_string()));
+        }
+        Ok(Params {
+            strategy: strategy.to_string(),
+            text: text.to_string(),
+            pairs,
+        })
+    }
+
+    fn bad(&self, key: &str, value: &str, want: &str) -> MapError {
+        MapError::Strategy(format!(
+            "strategy '{}': parameter {key}={value} is invalid: {want}",
+            self.strategy
+        ))
+    }
+
+    /// Remove and return the raw value of `key`.
+    pub fn take(&mut self, key: &str) -> Option<String> {
+        let i = self.pairs.iter().position(|(k, _)| k == key)?;
+        Some(self.pairs.remove(i).1)
+    }
+
+    /// An integer >= `min`.
+    pub fn take_usize(&mut self, key: &str, min: usize) -> Result<Option<usize>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<usize>() {
+                Ok(x) if x >= min => Ok(Some(x)),
+                _ => Err(self.bad(key, &v, &format!("expected an integer >= {min}"))),
+            },
+        }
+    }
+
+    /// A finite number >= 0.
+    pub fn take_f64(&mut self, key: &str) -> Result<Option<f64>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+                _ => Err(self.bad(key, &v, "expected a finite number >= 0")),
+            },
+        }
+    }
+
+    /// One of `choices`.
+    pub fn take_choice(&mut self, key: &str, choices: &[&str]) -> Result<Option<String>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(v) if choices.contains(&v.as_str()) => Ok(Some(v)),
+            Some(v) => Err(self.bad(key, &v, &format!("expected one of {}", choices.join(", ")))),
+        }
+    }
+
+    /// Fail on any parameter nobody took. `known` lists the accepted keys for the message.
+    pub fn finish(&self, known: &[&str]) -> Result<()> {
+        match self.pairs.first() {
+            None => Ok(()),
+            Some((k, _)) => Err(MapError::Strategy(format!(
+                "strategy '{}' has no parameter '{k}'; known parameters: {}",
+                self.strategy,
+                known.join(", ")
+            ))),
+        }
+    }
 }
 
 /// The strategy `cmlb map` uses when none is named. Placeholder until the CMLB strategies land.
@@ -43,6 +154,8 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
         Box::new(baseline::Scatter),
         Box::new(baseline::Random),
         Box::new(baseline::Identity),
+        Box::new(spectral::Spectral::default()),
+        Box::new(pair_exchange::PairExchange::default()),
     ]
 }
 
@@ -51,10 +164,15 @@ pub fn names() -> Vec<&'static str> {
     all().iter().map(|s| s.name()).collect()
 }
 
-/// Look a strategy up by name (`none` is an alias of `identity`).
-pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
+/// Look a strategy up by name (`none` is an alias of `identity`). The name may carry
+/// parameters after a colon: `spectral:k=8,scheme=plain` (see [`Params`]).
+pub fn by_name(spec: &str) -> Result<Box<dyn Strategy>> {
+    let (name, params) = match spec.split_once(':') {
+        Some((n, p)) => (n.trim(), Some(p)),
+        None => (spec.trim(), None),
+    };
     let wanted = if name == "none" { "identity" } else { name };
-    all()
+    let s = all()
         .into_iter()
         .find(|s| s.name() == wanted)
         .ok_or_else(|| {
@@ -62,7 +180,11 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
                 "unknown strategy '{name}'; choose one of: {}",
                 names().join(", ")
             ))
-        })
+        })?;
+    match params {
+        None => Ok(s),
+        Some(p) => s.configure(&mut Params::parse(s.name(), p)?),
+    }
 }
 
 /// Check the inputs agree with each other before any strategy sees them.

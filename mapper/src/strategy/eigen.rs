@@ -1,0 +1,202 @@
+//! The k largest eigenpairs of a dense symmetric matrix, with `nalgebra`.
+//!
+//! Small matrices (n ≤ [`DENSE_MAX`]) use the full `SymmetricEigen` decomposition. Above that a
+//! full O(n³) decomposition is the bottleneck of spectral clustering (measured in
+//! `docs/methods.md`), while only k ≪ n eigenvectors are needed: a block Krylov subspace
+//! (block size k + 8, a dozen blocks, orthonormalised twice, Rayleigh–Ritz with nalgebra's
+//! `SymmetricEigen` on the small projected matrix, restarted from the Ritz vectors until the
+//! residuals are small) costs a few n×n×b products. A *block* method is needed because the
+//! interesting eigenvalues are often repeated (one eigenvalue 1 per disconnected group of
+//! threads), which a single-vector Lanczos run cannot resolve.
+
+use nalgebra::{DMatrix, DVector, SymmetricEigen};
+use rand::{Rng, SeedableRng};
+
+/// Largest n solved with the dense decomposition.
+pub const DENSE_MAX: usize = 256;
+
+/// Residual norm ‖M v − θ v‖ accepted for a Ritz pair (inputs here have ‖M‖ ≤ 1).
+const TOL: f64 = 1e-8;
+
+/// The `k` largest eigenvalues of symmetric `m` (descending) and their eigenvectors as columns.
+pub fn top_eigen(m: &DMatrix<f64>, k: usize, seed: u64) -> (Vec<f64>, DMatrix<f64>) {
+    let n = m.nrows();
+    let k = k.min(n);
+    if n <= DENSE_MAX {
+        dense(m, k)
+    } else {
+        krylov(m, k, seed)
+    }
+}
+
+/// Eigen-decompose a symmetric matrix and keep the `k` largest pairs, ties in index order.
+fn ritz(t: DMatrix<f64>, k: usize) -> (Vec<f64>, DMatrix<f64>) {
+    let e = SymmetricEigen::new(t);
+    let mut idx: Vec<usize> = (0..e.eigenvalues.len()).collect();
+    idx.sort_by(|&a, &b| {
+        e.eigenvalues[b]
+            .total_cmp(&e.eigenvalues[a])
+            .then(a.cmp(&b))
+    });
+    idx.truncate(k);
+    let vals = idx.iter().map(|&i| e.eigenvalues[i]).collect();
+    let vecs = DMatrix::from_columns(
+        &idx.iter()
+            .map(|&i| e.eigenvectors.column(i).into_owned())
+            .collect::<Vec<_>>(),
+    );
+    (vals, vecs)
+}
+
+fn dense(m: &DMatrix<f64>, k: usize) -> (Vec<f64>, DMatrix<f64>) {
+    ritz(m.clone(), k)
+}
+
+/// Orthonormalise `v` against the first `cols` columns of `q` (two classical Gram–Schmidt
+/// passes). Returns None when `v` lies (numerically) in their span.
+fn orthonormalise(q: &DMatrix<f64>, cols: usize, mut v: DVector<f64>) -> Option<DVector<f64>> {
+    let start = v.norm();
+    if start == 0.0 {
+        return None;
+    }
+    for _ in 0..2 {
+        if cols > 0 {
+            let basis = q.columns(0, cols);
+            let h = basis.tr_mul(&v);
+            v -= basis * h;
+        }
+    }
+    let nrm = v.norm();
+    (nrm > 1e-10 * start).then(|| v / nrm)
+}
+
+fn krylov(m: &DMatrix<f64>, k: usize, seed: u64) -> (Vec<f64>, DMatrix<f64>) {
+    let n = m.nrows();
+    let b = (k + 8).min(n);
+    let dim = (b * 12).min(n);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_e16e);
+    let random = |rng: &mut rand_chacha::ChaCha8Rng| {
+        DVector::from_iterator(n, (0..n).map(|_| rng.gen_range(-1.0..1.0)))
+    };
+    let mut block: Vec<DVector<f64>> = (0..b).map(|_| random(&mut rng)).collect();
+    let mut best = None;
+    for _restart in 0..8 {
+        let mut q = DMatrix::<f64>::zeros(n, dim);
+        let mut cols = 0;
+        while cols < dim {
+            let first = cols;
+            for v in block.drain(..) {
+                if cols == dim {
+                    break;
+                }
+                // A direction already in the space (an exhausted Krylov space) is replaced by
+                // a fresh random one so the basis keeps growing and stays orthonormal.
+                let mut cand = orthonormalise(&q, cols, v);
+                let mut tries = 0;
+                while cand.is_none() && tries < 4 {
+                    cand = orthonormalise(&q, cols, random(&mut rng));
+                    tries += 1;
+                }
+                if let Some(u) = cand {
+                    q.set_column(cols, &u);
+                    cols += 1;
+                }
+            }
+            if cols == first {
+                break;
+            }
+            let added = q.columns(first, cols - first);
+            let mq = m * added;
+            block = mq.column_iter().map(|c| c.into_owned()).collect();
+        }
+        let basis = q.columns(0, cols).into_owned();
+        let mb = m * &basis;
+        let t = basis.tr_mul(&mb);
+        let t = (&t + t.transpose()) * 0.5;
+        let (vals_b, ub) = ritz(t, b.min(cols));
+        let kk = k.min(vals_b.len());
+        let vals = vals_b[..kk].to_vec();
+        let u = ub.columns(0, kk).into_owned();
+        let vecs = &basis * &u;
+        let resid = &mb * &u - &vecs * DMatrix::from_diagonal(&DVector::from_vec(vals.clone()));
+        let worst = resid
+            .column_iter()
+            .map(|c| c.norm())
+            .fold(0.0_f64, f64::max);
+        let done = worst <= TOL || cols >= n;
+        // Restart from the b best Ritz vectors (the top k plus the next few).
+        block = (&basis * ub)
+            .column_iter()
+            .map(|c| c.into_owned())
+            .collect();
+        best = Some((vals, vecs));
+        if done {
+            break;
+        }
+    }
+    best.expect("at least one Krylov pass runs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A normalised similarity matrix with `groups` planted clusters plus noise.
+    fn planted(n: usize, groups: usize, seed: u64) -> DMatrix<f64> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut s = DMatrix::<f64>::zeros(n, n);
+        for i in 0..n {
+            for j in (i + 1)..n {
+                let w = if i % groups == j % groups {
+                    rng.gen_range(0.5..1.0)
+                } else {
+                    rng.gen_range(0.0..0.05)
+                };
+                s[(i, j)] = w;
+                s[(j, i)] = w;
+            }
+            s[(i, i)] = 1.0;
+        }
+        let d: Vec<f64> = (0..n).map(|i| s.row(i).sum().sqrt().recip()).collect();
+        DMatrix::from_fn(n, n, |i, j| s[(i, j)] * d[i] * d[j])
+    }
+
+    #[test]
+    fn krylov_agrees_with_dense() {
+        for (n, k, g) in [(300, 6, 6), (400, 8, 4), (270, 3, 5)] {
+            let m = planted(n, g, n as u64);
+            let (dv, dvec) = dense(&m, k + 1);
+            let dvec = dvec.columns(0, k).into_owned();
+            let (kv, kvec) = krylov(&m, k, 1);
+            for i in 0..k {
+                assert!(
+                    (dv[i] - kv[i]).abs() < 1e-7,
+                    "n={n} eigenvalue {i}: {} vs {}",
+                    dv[i],
+                    kv[i]
+                );
+            }
+            // Same invariant subspace: every singular value of Dᵀ K is 1.
+            let overlap = dvec.transpose() * &kvec;
+            let sv = overlap.singular_values();
+            if dv[k - 1] - dv.get(k).copied().unwrap_or(-1.0) > 1e-6 {
+                for s in sv.iter() {
+                    assert!((s - 1.0).abs() < 1e-6, "n={n}: subspace overlap {s}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn repeated_eigenvalues_are_all_found() {
+        // Four disconnected uniform blocks: eigenvalue 1 four times, the rest 0.
+        let n = 280;
+        let m = DMatrix::from_fn(n, n, |i, j| if i / 70 == j / 70 { 1.0 / 70.0 } else { 0.0 });
+        let (vals, vecs) = krylov(&m, 4, 3);
+        for v in &vals {
+            assert!((v - 1.0).abs() < 1e-8, "{vals:?}");
+        }
+        let gram = vecs.transpose() * &vecs;
+        assert!((gram - DMatrix::identity(4, 4)).norm() < 1e-8);
+    }
+}
