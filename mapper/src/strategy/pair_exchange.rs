@@ -71,7 +71,13 @@ impl Strategy for PairExchange {
             compact_slots(&slots, n)
         };
         let mut m = Mapping::from_pos(pos, slots.len());
-        let st = pair_exchange(&q, &mut m, std::slice::from_ref(&(0..slots.len())), self.iters, &mut rng);
+        let st = pair_exchange(
+            &q,
+            &mut m,
+            std::slice::from_ref(&(0..slots.len())),
+            self.iters,
+            &mut rng,
+        );
         log::info!(
             "pair-exchange: cost {} -> {} ({} of {} exchanges accepted)",
             st.initial,

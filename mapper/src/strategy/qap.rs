@@ -64,29 +64,14 @@ pub struct PuDistance {
 }
 
 impl PuDistance {
-    /// Tree hop count: depth(a) + depth(b) − 2·depth(lowest common ancestor).
+    /// Tree hop counts ([`Topology::hops`], the same as the `hop_bytes` metric uses), so the
+    /// QAP cost of a mapping equals its `hop_bytes`.
     pub fn hops(topo: &Topology) -> PuDistance {
-        let chains: Vec<Vec<usize>> = topo
-            .pus
-            .iter()
-            .map(|pu| {
-                let mut c = vec![pu.node];
-                let mut cur = pu.node;
-                while let Some(parent) = topo.nodes[cur].parent {
-                    c.push(parent);
-                    cur = parent;
-                }
-                c.reverse();
-                c
-            })
-            .collect();
-        let p = chains.len();
+        let p = topo.pus.len();
         let mut d = vec![0.0; p * p];
         for a in 0..p {
             for b in (a + 1)..p {
-                let (ca, cb) = (&chains[a], &chains[b]);
-                let common = ca.iter().zip(cb.iter()).take_while(|(x, y)| x == y).count();
-                let h = (ca.len() + cb.len() - 2 * common) as f64;
+                let h = f64::from(topo.hops(a, b));
                 d[a * p + b] = h;
                 d[b * p + a] = h;
             }
