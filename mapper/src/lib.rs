@@ -11,6 +11,7 @@
 pub mod error;
 pub mod matrix;
 pub mod metrics;
+pub mod mram;
 pub mod plan;
 pub mod profile;
 pub mod strategy;

@@ -25,6 +25,11 @@ pub struct Metrics {
     /// Σ_{i<j} A[i][j] · hops(pu_i, pu_j), hops = edges through the lowest common ancestor
     /// ([`Topology::hops`], 0 on the same PU). Lower is better.
     pub hop_bytes: f64,
+    /// MRAM(h) predicted memory cost of the shared accesses (digest 004, [`crate::mram::predict`]
+    /// with the default level latencies, in cycles × samples). Lower is better; only differences
+    /// between plans of the same profile mean anything.
+    #[serde(default)]
+    pub mram_cost: f64,
     /// Time the strategy took, in milliseconds.
     pub mapping_ms: f64,
 }
@@ -99,6 +104,7 @@ pub fn compute(comm: &CommMatrix, load: &[f64], topo: &Topology, pus: &[usize]) 
         numa_load,
         quality: quality_sum,
         hop_bytes: hop_sum,
+        mram_cost: crate::mram::predict(comm, topo, pus, &crate::mram::LevelCosts::default()),
         mapping_ms: 0.0,
     }
 }

@@ -191,6 +191,7 @@ fn metrics_rows(m: &mapper::metrics::Metrics) -> Vec<(&'static str, String)> {
         ("numa_load", loads.join(" ")),
         ("quality", num(m.quality)),
         ("hop_bytes", num(m.hop_bytes)),
+        ("mram_cost", num(m.mram_cost)),
         ("mapping_ms", format!("{:.3}", m.mapping_ms)),
     ]
 }
@@ -307,6 +308,7 @@ fn compare(input: &MapInput, format: Format) -> anyhow::Result<()> {
                 "load_std",
                 "quality",
                 "hop_bytes",
+                "mram_cost",
                 "mapping_ms",
                 "numa_load",
             ];
@@ -325,6 +327,7 @@ fn compare(input: &MapInput, format: Format) -> anyhow::Result<()> {
                             num(m.load_std),
                             num(m.quality),
                             num(m.hop_bytes),
+                            num(m.mram_cost),
                             format!("{:.3}", m.mapping_ms),
                             loads.join(" "),
                         ]);
