@@ -56,11 +56,7 @@ impl Strategy for PairExchange {
         let topo = input.topology;
         let slots = Slots::new(topo, n);
         let dist = PuDistance::hops(topo);
-        let q = Qap {
-            comm: input.comm,
-            slots: &slots,
-            dist: &dist,
-        };
+        let q = Qap::new(input.comm, &slots, &dist);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(input.seed);
         let pos: Vec<usize> = if self.random_start {
             let mut all: Vec<usize> = (0..slots.len()).collect();

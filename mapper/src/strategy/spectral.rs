@@ -152,12 +152,10 @@ impl Strategy for Spectral {
         .min(n.max(1));
         let slots = Slots::new(topo, n);
         let dist = PuDistance::hops(topo);
-        let q = Qap {
-            comm: input.comm,
-            slots: &slots,
-            dist: &dist,
-        };
+        let q = Qap::new(input.comm, &slots, &dist);
+        let t0 = std::time::Instant::now();
         let clusters = cluster(input.comm, k, input.seed);
+        let t_cluster = t0.elapsed();
         let scheme = self
             .scheme
             .unwrap_or_else(|| choose_scheme(&clusters, self.tl, self.th, self.tk));
@@ -167,7 +165,13 @@ impl Strategy for Spectral {
         let ape_stats = ape(&q, &mut m, &clusters, APE_SWEEPS);
         prefer_thread_order(&q, &mut m, &slots);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(input.seed);
+        let t_place = t0.elapsed();
         let pe = pair_exchange(&q, &mut m, &slots.nodes, self.refine * n, &mut rng);
+        log::debug!(
+            "spectral timing: clustering {t_cluster:?}, placement + APE {:?}, within nodes {:?}",
+            t_place - t_cluster,
+            t0.elapsed() - t_place
+        );
         log::info!(
             "spectral: k={k}, {} clusters (sizes {:?}), scheme {}, cost {placed} -> APE {} ({} swaps) -> within nodes {}",
             clusters.len(),
@@ -205,7 +209,12 @@ pub fn cluster(comm: &CommMatrix, k: usize, seed: u64) -> Vec<Vec<usize>> {
     });
     let dinv: Vec<f64> = (0..n).map(|i| s.row(i).sum().sqrt().recip()).collect();
     let m = DMatrix::from_fn(n, n, |i, j| s[(i, j)] * dinv[i] * dinv[j]);
+    let t0 = std::time::Instant::now();
     let (vals, vecs) = top_eigen(&m, k, seed);
+    log::debug!(
+        "spectral: {k} eigenvectors of {n}x{n} in {:?}",
+        t0.elapsed()
+    );
     let d = vals.len();
     let mut rows = vec![0.0; n * d];
     for i in 0..n {
@@ -741,7 +750,7 @@ mod tests {
             let comm = random_comm(n, seed, 0.5);
             let slots = Slots::new(&t, n);
             let dist = PuDistance::hops(&t);
-            let q = Qap { comm: &comm, slots: &slots, dist: &dist };
+            let q = Qap::new(&comm, &slots, &dist);
             let cl = cluster(&comm, k.min(n), seed);
             let pos = place(Scheme::Plain, &cl, &slots);
             let mut m = Mapping::from_pos(pos.clone(), slots.len());
