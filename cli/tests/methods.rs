@@ -96,6 +96,49 @@ fn spectral_and_pair_exchange_plan_sp_on_every_topology() {
 /// SP's threads talk to their neighbours in thread order, so compact is already good there:
 /// pair-exchange (starting from compact) can only improve on it, and spectral, which ignores
 /// thread order, must stay close to it and far from scatter.
+/// dagtm on the same topologies: 64 threads where threads 2i and 2i+1 share their lines.
+#[test]
+fn dagtm_plans_64_threads_on_every_topology() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("tid_index,time_ns,addr\n");
+    for r in 0..4u64 {
+        for t in 0..64u64 {
+            for l in 0..6u64 {
+                csv.push_str(&format!(
+                    "{t},{},{}\n",
+                    r * 1000 + l,
+                    (t / 2) * 4096 + l * 64
+                ));
+            }
+        }
+    }
+    let path = dir.path().join("samples.csv");
+    std::fs::write(&path, csv).unwrap();
+    for topo in TOPOLOGIES {
+        let v = json(&[
+            "map",
+            "--comm",
+            SP_OMP,
+            "--comm-format",
+            "eagermap",
+            "--samples",
+            path.to_str().unwrap(),
+            "--topology",
+            topo,
+            "--strategy",
+            "dagtm",
+        ]);
+        let asg = v["assignment"].as_array().unwrap();
+        assert_eq!(asg.len(), 64, "{topo}");
+        if topo.ends_with("pu:2") {
+            // Partners share a core (one group per core, N_p = 2).
+            for i in 0..32 {
+                assert_eq!(asg[2 * i]["core"], asg[2 * i + 1]["core"], "{topo}: {v}");
+            }
+        }
+    }
+}
+
 #[test]
 fn methods_on_sp_compared_with_baselines() {
     let args = |s: &'static str| {
@@ -169,4 +212,141 @@ fn bad_method_parameters_are_one_clear_line() {
         &["iters=many", "integer"],
     );
     fails(&base("compact:k=2"), &["takes no parameters"]);
+}
+
+/// 4 threads: 0 and 3 sweep the same 8 lines three times, 1 and 2 another 8 lines.
+fn samples_csv() -> String {
+    let mut s = String::from("tid_index,time_ns,addr\n");
+    let mut time = 0;
+    for _ in 0..3 {
+        for line in 0..8u64 {
+            for t in 0..4usize {
+                let base: u64 = if t == 0 || t == 3 { 0x1000 } else { 0x9000 };
+                time += 1;
+                s.push_str(&format!("{t},{time},{:#x}\n", base + line * 64));
+            }
+        }
+    }
+    s
+}
+
+const COMM4: &str = "0,5,1,0\n5,0,0,1\n1,0,0,5\n0,1,5,0\n";
+
+#[test]
+fn dagtm_from_a_sample_log_and_from_a_profile_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("comm.csv"), COMM4).unwrap();
+    std::fs::write(d.join("s.csv"), samples_csv()).unwrap();
+    let comm = d.join("comm.csv");
+    let samples = d.join("s.csv");
+    let v = json(&[
+        "map",
+        "--comm",
+        comm.to_str().unwrap(),
+        "--samples",
+        samples.to_str().unwrap(),
+        "--topology",
+        "core:2 pu:2",
+        "--strategy",
+        "dagtm",
+    ]);
+    let core: Vec<u64> = v["assignment"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["core"].as_u64().unwrap())
+        .collect();
+    assert_eq!(core[0], core[3], "{v}");
+    assert_eq!(core[1], core[2], "{v}");
+    assert_ne!(core[0], core[1], "{v}");
+    // A profile directory's samples.csv is picked up by itself.
+    let prof = d.join("prof");
+    std::fs::create_dir(&prof).unwrap();
+    std::fs::write(prof.join("comm.csv"), COMM4).unwrap();
+    std::fs::write(prof.join("load.csv"), "1\n1\n1\n1\n").unwrap();
+    std::fs::write(
+        prof.join("profile.yaml"),
+        "schema: 1\ncommand: [app]\nbackend: test\nthreads:\n- {index: 0, tid: 10}\n- {index: 1, tid: 11}\n- {index: 2, tid: 12}\n- {index: 3, tid: 13}\n",
+    )
+    .unwrap();
+    std::fs::write(prof.join("samples.csv"), samples_csv()).unwrap();
+    let p = prof.to_str().unwrap();
+    let v2 = json(&[
+        "map",
+        "--profile",
+        p,
+        "--topology",
+        "core:2 pu:2",
+        "--strategy",
+        "dagtm",
+    ]);
+    assert_eq!(v2["assignment"], v["assignment"]);
+    let table = ok(&[
+        "map",
+        "--profile",
+        p,
+        "--topology",
+        "core:2 pu:2",
+        "--compare",
+    ]);
+    let row = table.lines().find(|l| l.starts_with("dagtm")).unwrap();
+    assert!(!row.contains("error"), "{table}");
+}
+
+#[test]
+fn dagtm_without_or_with_a_bad_sample_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("comm.csv"), COMM4).unwrap();
+    let comm = d.join("comm.csv");
+    let c = comm.to_str().unwrap();
+    fails(
+        &[
+            "map",
+            "--comm",
+            c,
+            "--topology",
+            "core:2 pu:2",
+            "--strategy",
+            "dagtm",
+        ],
+        &["dagtm", "sample log", "--samples FILE"],
+    );
+    std::fs::write(d.join("bad.csv"), "tid_index,time_ns,addr\n0,1,2\n0,1\n").unwrap();
+    let bad = d.join("bad.csv");
+    fails(
+        &[
+            "map",
+            "--comm",
+            c,
+            "--samples",
+            bad.to_str().unwrap(),
+            "--topology",
+            "core:2 pu:2",
+            "--strategy",
+            "dagtm",
+        ],
+        &["bad.csv", "line 3", "expected 3 fields"],
+    );
+    std::fs::write(d.join("wide.csv"), "tid_index,time_ns,addr\n7,1,2\n").unwrap();
+    let wide = d.join("wide.csv");
+    fails(
+        &[
+            "map",
+            "--comm",
+            c,
+            "--samples",
+            wide.to_str().unwrap(),
+            "--topology",
+            "core:2 pu:2",
+            "--strategy",
+            "dagtm",
+        ],
+        &["sample log", "thread 7", "4 threads"],
+    );
+    // Without a log, compare still runs and shows dagtm's reason in its row.
+    let table = ok(&["map", "--comm", c, "--topology", "core:2 pu:2", "--compare"]);
+    let row = table.lines().find(|l| l.starts_with("dagtm")).unwrap();
+    assert!(row.contains("needs the profile's sample log"), "{table}");
 }

@@ -1,12 +1,15 @@
 //! Benchmarks of the source papers' other mapping methods (issue 5): `spectral` (target: n = 1024
-//! threads in under 1 s), `pair-exchange`, and the spectral eigen-solver on its own.
+//! threads in under 1 s), `pair-exchange`, and `dagtm` on a sample log of 2000 samples per
+//! thread.
 //!
 //! `cargo bench -p cmlb-mapper --bench methods`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use mapper::strategy::{compute_plan, MapInput};
+use mapper::profile::samples::SampleLog;
+use mapper::strategy::{by_name, compute_plan, compute_plan_with, MapInput};
 use mapper::{CommMatrix, Topology};
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
 
 /// A stencil-like pattern with noise: neighbours in a ring of blocks talk heavily, everything
 /// else a little, in a shuffled thread order so that `compact` is far from optimal.
@@ -55,6 +58,39 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| compute_plan(s, i).expect("plan"))
             });
         }
+    }
+    for n in [256usize, 1024] {
+        // Groups of 8 threads share a 64-line working set, each thread also has private lines.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+        let threads: Vec<Vec<u64>> = (0..n as u64)
+            .map(|t| {
+                (0..2000)
+                    .map(|_| {
+                        if rng.gen_bool(0.5) {
+                            (t / 8) * 4096 + rng.gen_range(0..64) * 64
+                        } else {
+                            (1 << 32) + t * 65536 + rng.gen_range(0..256) * 64
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let s = by_name("dagtm")
+            .unwrap()
+            .with_samples(Arc::new(SampleLog { threads }))
+            .unwrap();
+        let comm = CommMatrix::zeros(n);
+        let load = vec![1.0; n];
+        let topo = topology(n);
+        let input = MapInput {
+            comm: &comm,
+            load: &load,
+            topology: &topo,
+            seed: 1,
+        };
+        g.bench_with_input(BenchmarkId::new("dagtm", n), &input, |b, i| {
+            b.iter(|| compute_plan_with(s.as_ref(), i).expect("plan"))
+        });
     }
     g.finish();
 }

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod mram;
 pub mod plan;
 pub mod profile;
+pub mod reuse;
 pub mod strategy;
 pub mod topology;
 

@@ -7,6 +7,7 @@
 //!   comm.csv       n×n communication matrix, row i = thread i, no header
 //!   load.csv       n values, one per line (memory load vector V)
 //!   timeline.csv   header `t_ms,samples,smoothed,phase`, one row per timeslice
+//!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`samples`])
 //! ```
 //! Written atomically: into a temporary sibling directory, then renamed into place.
 
@@ -14,6 +15,8 @@ use crate::error::{MapError, Result};
 use crate::matrix::CommMatrix;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+pub mod samples;
 
 /// Version of the profile directory format written by this build.
 pub const PROFILE_SCHEMA: u32 = 1;

@@ -4,11 +4,13 @@
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
 use mapper::plan::write_atomic;
+use mapper::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use mapper::profile::{read_comm_csv, read_load_csv, Profile};
 use mapper::strategy::{self, MapInput};
 use mapper::topology::Topology;
 use mapper::{CommMatrix, Plan};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CommFormat {
@@ -75,6 +77,10 @@ pub struct Args {
     /// List the strategies and exit.
     #[arg(long)]
     pub list: bool,
+    /// Raw-sample log (`tid_index,time_ns,addr`) for strategies that work from access streams
+    /// (dagtm). Default: samples.csv in the --profile directory, when it has one.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -90,10 +96,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         topology: &topo,
         seed: a.seed,
     };
+    // Only strategies that use access streams need the log; don't make others fail on it.
+    let wants_samples = a.compare
+        || a.samples.is_some()
+        || strategy::by_name(&a.strategy).is_ok_and(|s| s.with_samples(Arc::default()).is_some());
+    let samples = if wants_samples {
+        read_samples(&a)?
+    } else {
+        None
+    };
     if a.compare {
-        return compare(&input, a.format);
+        return compare(&input, samples.as_ref(), a.format);
     }
-    let plan = strategy::compute_plan(&a.strategy, &input)?;
+    let plan = plan_for(&a.strategy, &input, samples.as_ref())?;
     // Write the file first: if that fails the user sees only the error, not a plan that
     // looks saved.
     if let Some(out) = &a.out {
@@ -153,6 +168,30 @@ fn read_inputs(a: &Args) -> anyhow::Result<(CommMatrix, Vec<f64>)> {
         );
     }
     Ok((comm, load))
+}
+
+/// The sample log from --samples, or the profile directory's samples.csv if it exists.
+fn read_samples(a: &Args) -> anyhow::Result<Option<Arc<SampleLog>>> {
+    let path = match (&a.samples, &a.profile) {
+        (Some(p), _) => p.clone(),
+        (None, Some(dir)) if dir.join(SAMPLES_FILE).exists() => dir.join(SAMPLES_FILE),
+        _ => return Ok(None),
+    };
+    Ok(Some(Arc::new(read_samples_csv(&path)?)))
+}
+
+/// Look the strategy up, hand it the sample log if it uses one, and compute the plan.
+fn plan_for(
+    spec: &str,
+    input: &MapInput,
+    samples: Option<&Arc<SampleLog>>,
+) -> mapper::Result<Plan> {
+    strategy::validate(input)?;
+    let s = strategy::by_name(spec)?;
+    let s = samples
+        .and_then(|log| s.with_samples(Arc::clone(log)))
+        .unwrap_or(s);
+    strategy::compute_plan_with(s.as_ref(), input)
 }
 
 fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
@@ -271,11 +310,15 @@ fn plan_table(plan: &Plan, topo: &Topology) -> String {
     s
 }
 
-fn compare(input: &MapInput, format: Format) -> anyhow::Result<()> {
+fn compare(
+    input: &MapInput,
+    samples: Option<&Arc<SampleLog>>,
+    format: Format,
+) -> anyhow::Result<()> {
     let results: Vec<(String, Result<Plan, String>)> = strategy::all()
         .iter()
         .map(|s| {
-            let r = strategy::compute_plan(s.name(), input).map_err(|e| e.to_string());
+            let r = plan_for(s.name(), input, samples).map_err(|e| e.to_string());
             (s.name().to_string(), r)
         })
         .collect();

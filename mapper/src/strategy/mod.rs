@@ -10,6 +10,7 @@ use crate::plan::{Assignment, Plan};
 use crate::topology::Topology;
 
 mod baseline;
+pub mod dagtm;
 mod eigen;
 mod pair_exchange;
 pub mod qap;
@@ -43,6 +44,14 @@ pub trait Strategy {
             self.name(),
             params.text
         )))
+    }
+    /// A copy that uses the profile's raw-sample log, for strategies that work from access
+    /// streams (`dagtm`); None (the default) when the strategy does not use one.
+    fn with_samples(
+        &self,
+        _log: std::sync::Arc<crate::profile::samples::SampleLog>,
+    ) -> Option<Box<dyn Strategy>> {
+        None
     }
 }
 
@@ -156,6 +165,7 @@ pub fn all() -> Vec<Box<dyn Strategy>> {
         Box::new(baseline::Identity),
         Box::new(spectral::Spectral::default()),
         Box::new(pair_exchange::PairExchange::default()),
+        Box::new(dagtm::Dagtm::default()),
     ]
 }
 
@@ -219,6 +229,13 @@ pub fn validate(input: &MapInput) -> Result<()> {
 pub fn compute_plan(name: &str, input: &MapInput) -> Result<Plan> {
     validate(input)?;
     let s = by_name(name)?;
+    compute_plan_with(s.as_ref(), input)
+}
+
+/// Run an already configured strategy (e.g. one given a sample log with
+/// [`Strategy::with_samples`]) and build the plan with its metrics.
+pub fn compute_plan_with(s: &dyn Strategy, input: &MapInput) -> Result<Plan> {
+    validate(input)?;
     let start = std::time::Instant::now();
     let pus = s.map(input)?;
     let mapping_ms = start.elapsed().as_secs_f64() * 1e3;
