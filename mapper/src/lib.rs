@@ -8,6 +8,7 @@
 //! * [`strategy`]: mapping strategies selectable by name (`cmlb`, `eagermap`, `compact`, ...).
 //! * [`plan::Plan`]: thread -> PU assignment with its [`metrics`].
 
+pub mod binding;
 pub mod error;
 pub mod matrix;
 pub mod metrics;

@@ -1,0 +1,405 @@
+//! From a plan to what actually pins threads, shared by the SPANK plugin and `cmlb run`:
+//! the per-thread PU list, the task's CPU mask, the OpenMP environment, and the configuration
+//! of the `pthread_create`-wrapping preload library (`libcmlb_preload.so`).
+//!
+//! Thread k of the plan is the k-th thread the process creates (main thread = 0). OpenMP
+//! runtimes create their team in that order, and the preload library counts `pthread_create`
+//! calls in that order, so both routes put thread k on `pus[k]`.
+
+use crate::error::{MapError, Result};
+use crate::plan::Plan;
+use crate::topology::{Level, NodeSpec, Topology};
+
+/// Which mechanism places individual threads (the task mask is always set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindMode {
+    /// OpenMP environment only (`OMP_PLACES`, `GOMP_CPU_AFFINITY`, `KMP_AFFINITY`).
+    Omp,
+    /// The `pthread_create` wrapper only (any threaded program, dynamically linked).
+    Preload,
+    /// Both; they agree on every thread's PU.
+    Both,
+}
+
+impl BindMode {
+    pub fn parse(s: &str) -> Option<BindMode> {
+        match s {
+            "omp" => Some(BindMode::Omp),
+            "preload" => Some(BindMode::Preload),
+            "both" => Some(BindMode::Both),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            BindMode::Omp => "omp",
+            BindMode::Preload => "preload",
+            BindMode::Both => "both",
+        }
+    }
+    fn omp(self) -> bool {
+        matches!(self, BindMode::Omp | BindMode::Both)
+    }
+    fn preload(self) -> bool {
+        matches!(self, BindMode::Preload | BindMode::Both)
+    }
+}
+
+/// Variables read by the preload library.
+pub const ENV_PUS: &str = "CMLB_BIND_PUS";
+/// Only the process with this pid applies `CMLB_BIND_PUS` (children inherit LD_PRELOAD and the
+/// variables, but must not pin their own threads onto the parent's plan).
+pub const ENV_PID: &str = "CMLB_BIND_PID";
+/// Set to `1` by the preload library to log each pinning to stderr.
+pub const ENV_VERBOSE: &str = "CMLB_BIND_VERBOSE";
+
+/// PU OS index of every thread, in thread order. `None` for a plan that binds nothing.
+pub fn thread_pus(plan: &Plan) -> Option<Vec<u32>> {
+    if plan.assignment.is_empty() {
+        return None;
+    }
+    let mut a = plan.assignment.clone();
+    a.sort_by_key(|x| x.thread);
+    Some(a.iter().map(|x| x.pu).collect())
+}
+
+/// Format PU indexes as a Linux cpu list ("0-3,8"), sorted, without duplicates.
+pub fn cpu_list(pus: &[u32]) -> String {
+    let mut v: Vec<u32> = pus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let start = v[i];
+        let mut end = start;
+        while i + 1 < v.len() && v[i + 1] == end + 1 {
+            i += 1;
+            end = v[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+/// Parse a Linux/Slurm cpu list ("0-3,8,10-11"); `what` names the source in errors.
+pub fn parse_cpu_list(what: &str, s: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let bad = || MapError::input(what, format!("'{part}' is not a cpu number or range"));
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: u32 = a.trim().parse().map_err(|_| bad())?;
+                let b: u32 = b.trim().parse().map_err(|_| bad())?;
+                if b < a || b - a > 65536 {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err(MapError::input(what, "empty cpu list"));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Environment for one task: `(name, value)` pairs to set. `omp_threads_set` tells whether the
+/// user already chose `OMP_NUM_THREADS` (never overridden).
+pub fn task_env(pus: &[u32], mode: BindMode, omp_threads_set: bool) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    if pus.is_empty() {
+        return env;
+    }
+    if mode.omp() {
+        let places: Vec<String> = pus.iter().map(|p| format!("{{{p}}}")).collect();
+        env.push(("OMP_PLACES".into(), places.join(",")));
+        env.push(("OMP_PROC_BIND".into(), "true".into()));
+        let list: Vec<String> = pus.iter().map(|p| p.to_string()).collect();
+        env.push(("GOMP_CPU_AFFINITY".into(), list.join(" ")));
+        env.push((
+            "KMP_AFFINITY".into(),
+            format!("granularity=fine,explicit,proclist=[{}]", list.join(",")),
+        ));
+        if !omp_threads_set {
+            env.push(("OMP_NUM_THREADS".into(), pus.len().to_string()));
+        }
+    }
+    if mode.preload() {
+        let list: Vec<String> = pus.iter().map(|p| p.to_string()).collect();
+        env.push((ENV_PUS.into(), list.join(",")));
+    }
+    env
+}
+
+/// `LD_PRELOAD` value with `lib` prepended to an existing value (space or colon separated).
+pub fn ld_preload_with(existing: Option<&str>, lib: &str) -> String {
+    match existing.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(e) if e.split([' ', ':']).any(|x| x == lib) => e.to_string(),
+        Some(e) => format!("{lib} {e}"),
+        None => lib.to_string(),
+    }
+}
+
+/// Split the topology's PUs into `ntasks` disjoint shares of whole cores, in tree order (so a
+/// share stays inside as few NUMA nodes as possible). Shares differ by at most one core; with
+/// fewer cores than tasks, cores are split into PUs; with fewer PUs than tasks, PUs are shared
+/// round-robin. Returns PU OS indexes per task.
+pub fn task_shares(topo: &Topology, ntasks: usize) -> Vec<Vec<u32>> {
+    if ntasks == 0 {
+        return Vec::new();
+    }
+    // Group PUs by core, keeping tree order.
+    let mut cores: Vec<Vec<u32>> = Vec::new();
+    let mut last_core = None;
+    for p in &topo.pus {
+        if last_core == Some((p.numa, p.core)) {
+            cores.last_mut().expect("pushed before").push(p.os_index);
+        } else {
+            cores.push(vec![p.os_index]);
+            last_core = Some((p.numa, p.core));
+        }
+    }
+    let units: Vec<Vec<u32>> = if cores.len() >= ntasks {
+        cores
+    } else {
+        topo.pus.iter().map(|p| vec![p.os_index]).collect()
+    };
+    if units.len() < ntasks {
+        return (0..ntasks)
+            .map(|t| units[t % units.len()].clone())
+            .collect();
+    }
+    let base = units.len() / ntasks;
+    let extra = units.len() % ntasks;
+    let mut out = Vec::with_capacity(ntasks);
+    let mut it = units.into_iter();
+    for t in 0..ntasks {
+        let take = base + usize::from(t < extra);
+        out.push(it.by_ref().take(take).flatten().collect());
+    }
+    out
+}
+
+/// The topology restricted to PUs whose OS index is in `keep`; levels left without PUs vanish.
+pub fn restrict_to_pus(topo: &Topology, keep: &[u32]) -> Result<Topology> {
+    fn spec(t: &Topology, id: usize, keep: &[u32]) -> Option<NodeSpec> {
+        let n = &t.nodes[id];
+        if n.level == Level::Pu {
+            return keep
+                .contains(&n.os_index)
+                .then(|| NodeSpec::new(Level::Pu, n.os_index, Vec::new()));
+        }
+        let children: Vec<NodeSpec> = n
+            .children
+            .iter()
+            .filter_map(|&c| spec(t, c, keep))
+            .collect();
+        (!children.is_empty()).then(|| NodeSpec::new(n.level, n.os_index, children))
+    }
+    let missing: Vec<u32> = keep
+        .iter()
+        .copied()
+        .filter(|k| topo.pu_position(*k).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return Err(MapError::Topology(format!(
+            "PUs {} are not in the topology ({})",
+            cpu_list(&missing),
+            topo.source
+        )));
+    }
+    let root = spec(topo, topo.root(), keep)
+        .ok_or_else(|| MapError::Topology("restriction leaves no PUs".into()))?;
+    let mut t = Topology::build(&root, topo.source.clone())?;
+    if let Some(d) = &topo.distances {
+        let idx: Vec<usize> = t
+            .numa
+            .iter()
+            .filter_map(|n| topo.numa_position(n.os_index))
+            .collect();
+        t.distances = Some(
+            idx.iter()
+                .map(|&i| idx.iter().map(|&j| d[i][j]).collect())
+                .collect(),
+        );
+    }
+    Ok(t)
+}
+
+/// PU OS indexes of the cores with the given *logical* indexes (Slurm's `S_STEP_ALLOC_CORES`
+/// numbers cores 0..N in socket order, which is hwloc's logical core order).
+pub fn pus_of_logical_cores(topo: &Topology, cores: &[u32]) -> Result<Vec<u32>> {
+    let core_nodes: Vec<usize> = (0..topo.nodes.len())
+        .filter(|&i| topo.nodes[i].level == Level::Core)
+        .collect();
+    let mut out = Vec::new();
+    if core_nodes.is_empty() {
+        // No core level: every PU is its own core.
+        for &c in cores {
+            let p = topo.pus.get(c as usize).ok_or_else(|| {
+                MapError::Topology(format!("core {c} is not in the topology ({})", topo.source))
+            })?;
+            out.push(p.os_index);
+        }
+        return Ok(out);
+    }
+    for &c in cores {
+        let node = core_nodes.get(c as usize).ok_or_else(|| {
+            MapError::Topology(format!(
+                "core {c} is not in the topology ({}, {} cores)",
+                topo.source,
+                core_nodes.len()
+            ))
+        })?;
+        out.extend(topo.nodes[*node].pus.iter().map(|&p| topo.pus[p].os_index));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::plan::Assignment;
+
+    fn topo(numa: u32, cores: u32, pus: u32) -> Topology {
+        let mut pu = 0;
+        let mut core = 0;
+        let nodes = (0..numa)
+            .map(|n| {
+                let cs = (0..cores)
+                    .map(|_| {
+                        let ps = (0..pus)
+                            .map(|_| {
+                                pu += 1;
+                                NodeSpec::new(Level::Pu, pu - 1, vec![])
+                            })
+                            .collect();
+                        core += 1;
+                        NodeSpec::new(Level::Core, core - 1, ps)
+                    })
+                    .collect();
+                NodeSpec::new(Level::Numa, n, cs)
+            })
+            .collect();
+        Topology::build(&NodeSpec::new(Level::Machine, 0, nodes), "test").unwrap()
+    }
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        assert_eq!(cpu_list(&[3, 0, 1, 2, 8, 10, 11, 8]), "0-3,8,10-11");
+        assert_eq!(cpu_list(&[]), "");
+        assert_eq!(
+            parse_cpu_list("x", "0-3,8, 10-11").unwrap(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
+        let e = parse_cpu_list("S_STEP_ALLOC_CORES", "0-x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("S_STEP_ALLOC_CORES") && e.contains("'0-x'"),
+            "{e}"
+        );
+        assert!(parse_cpu_list("x", "5-2").is_err());
+        assert!(parse_cpu_list("x", " ")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+    }
+
+    #[test]
+    fn env_per_mode() {
+        let pus = [2, 0, 2];
+        let e = task_env(&pus, BindMode::Both, false);
+        let get = |k: &str| e.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("OMP_PLACES"), Some("{2},{0},{2}"));
+        assert_eq!(get("OMP_PROC_BIND"), Some("true"));
+        assert_eq!(get("GOMP_CPU_AFFINITY"), Some("2 0 2"));
+        assert_eq!(
+            get("KMP_AFFINITY"),
+            Some("granularity=fine,explicit,proclist=[2,0,2]")
+        );
+        assert_eq!(get("OMP_NUM_THREADS"), Some("3"));
+        assert_eq!(get(ENV_PUS), Some("2,0,2"));
+        let e = task_env(&pus, BindMode::Omp, true);
+        assert!(e
+            .iter()
+            .all(|(n, _)| n != "OMP_NUM_THREADS" && n != ENV_PUS));
+        let e = task_env(&pus, BindMode::Preload, false);
+        assert_eq!(e, vec![(ENV_PUS.to_string(), "2,0,2".to_string())]);
+        assert_eq!(ld_preload_with(None, "/l.so"), "/l.so");
+        assert_eq!(ld_preload_with(Some("/a.so"), "/l.so"), "/l.so /a.so");
+        assert_eq!(ld_preload_with(Some("/l.so:/a.so"), "/l.so"), "/l.so:/a.so");
+    }
+
+    #[test]
+    fn plan_to_pus_in_thread_order() {
+        let plan = Plan {
+            strategy: "x".into(),
+            topology: String::new(),
+            assignment: vec![
+                Assignment {
+                    thread: 1,
+                    pu: 5,
+                    core: 5,
+                    numa: 1,
+                },
+                Assignment {
+                    thread: 0,
+                    pu: 3,
+                    core: 3,
+                    numa: 0,
+                },
+            ],
+            metrics: Metrics::default(),
+        };
+        assert_eq!(thread_pus(&plan), Some(vec![3, 5]));
+        let none = Plan {
+            assignment: vec![],
+            ..plan
+        };
+        assert_eq!(thread_pus(&none), None);
+    }
+
+    #[test]
+    fn shares_are_disjoint_whole_cores() {
+        let t = topo(2, 2, 2); // PUs 0..8, cores of 2 PUs
+        assert_eq!(task_shares(&t, 2), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        assert_eq!(
+            task_shares(&t, 3),
+            vec![vec![0, 1, 2, 3], vec![4, 5], vec![6, 7]]
+        );
+        assert_eq!(task_shares(&t, 8).len(), 8);
+        assert_eq!(task_shares(&t, 8)[7], vec![7]);
+        let s = task_shares(&t, 10);
+        assert_eq!(s[8], vec![0]);
+        assert_eq!(task_shares(&t, 1), vec![(0..8).collect::<Vec<u32>>()]);
+    }
+
+    #[test]
+    fn restriction_and_logical_cores() {
+        let t = topo(2, 2, 2);
+        let r = restrict_to_pus(&t, &[2, 3, 4]).unwrap();
+        assert_eq!(r.num_pus(), 3);
+        assert_eq!(r.numa.len(), 2);
+        assert_eq!(r.numa[1].pus.len(), 1);
+        let e = restrict_to_pus(&t, &[9]).unwrap_err().to_string();
+        assert!(e.contains("PUs 9 are not in the topology"), "{e}");
+        assert_eq!(pus_of_logical_cores(&t, &[1, 2]).unwrap(), vec![2, 3, 4, 5]);
+        let e = pus_of_logical_cores(&t, &[4]).unwrap_err().to_string();
+        assert!(e.contains("core 4") && e.contains("4 cores"), "{e}");
+    }
+}

@@ -1,0 +1,202 @@
+//! `libcmlb_preload.so`: loaded with `LD_PRELOAD` into a task by the SPANK plugin or `cmlb run`.
+//!
+//! 1. **Thread pinning** (likwid-pin's technique): `pthread_create` is wrapped; the k-th thread
+//!    the process creates (main thread = 0) starts in a trampoline that pins it to
+//!    `CMLB_BIND_PUS[k]` before the real start routine runs, so it never touches memory from
+//!    another PU. The main thread is pinned by the library constructor. Threads beyond the list
+//!    keep the task's CPU mask. Only the process whose pid is `CMLB_BIND_PID` pins: children
+//!    inherit `LD_PRELOAD` but must not stack their threads onto the parent's plan.
+//! 2. **Exec-wrap** (profile mode on Slurm releases without `spank_prepend_task_argv`): when
+//!    `CMLB_EXEC_PID` is this process, the constructor re-executes the process as
+//!    `CMLB_EXEC_WRAP... /proc/self/exe ARGS...` (e.g. `cmlb profile --out DIR -- ./app args`)
+//!    before the program's first instruction, with the CMLB_* variables and this library removed
+//!    from the environment, so the profiler starts the real program itself and sees every thread.
+//!
+//! Failures never stop the program: one line on stderr, then it runs unpinned / unprofiled.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+const ENV_PUS: &str = "CMLB_BIND_PUS";
+const ENV_PID: &str = "CMLB_BIND_PID";
+const ENV_VERBOSE: &str = "CMLB_BIND_VERBOSE";
+const ENV_WRAP: &str = "CMLB_EXEC_WRAP";
+const ENV_WRAP_PID: &str = "CMLB_EXEC_PID";
+/// Separator of the words in `CMLB_EXEC_WRAP` (ASCII unit separator: never in a path).
+const WRAP_SEP: char = '\x1f';
+
+static PUS: OnceLock<Vec<u32>> = OnceLock::new();
+static VERBOSE: OnceLock<bool> = OnceLock::new();
+/// Index of the next thread to be created (0 is the main thread).
+static NEXT: AtomicUsize = AtomicUsize::new(1);
+
+type StartFn = extern "C" fn(*mut c_void) -> *mut c_void;
+type CreateFn = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    StartFn,
+    *mut c_void,
+) -> c_int;
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn init() {
+    // A panic must not unwind out of a constructor.
+    let _ = std::panic::catch_unwind(|| {
+        let me = std::process::id().to_string();
+        if std::env::var(ENV_WRAP_PID).ok().as_deref() == Some(me.as_str()) {
+            exec_wrap();
+        }
+        if std::env::var(ENV_PID).ok().as_deref() != Some(me.as_str()) {
+            return;
+        }
+        let _ = VERBOSE.set(std::env::var(ENV_VERBOSE).ok().as_deref() == Some("1"));
+        let Ok(list) = std::env::var(ENV_PUS) else {
+            return;
+        };
+        let pus: Result<Vec<u32>, _> = list.split(',').map(|s| s.trim().parse::<u32>()).collect();
+        match pus {
+            Ok(p) if !p.is_empty() => {
+                pin_self(0, p[0]);
+                let _ = PUS.set(p);
+            }
+            _ => eprintln!("cmlb-preload: {ENV_PUS}='{list}' is not a list of CPU numbers; threads stay unpinned"),
+        }
+    });
+}
+
+fn pin_self(k: usize, pu: u32) {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if (pu as usize) >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            eprintln!("cmlb-preload: thread {k}: CPU {pu} out of range; left unpinned");
+            return;
+        }
+        libc::CPU_SET(pu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            let e = std::io::Error::last_os_error();
+            eprintln!("cmlb-preload: thread {k}: cannot pin to CPU {pu}: {e}; left unpinned");
+        } else if VERBOSE.get().copied().unwrap_or(false) {
+            eprintln!(
+                "cmlb-preload: thread {k} (tid {}) pinned to CPU {pu}",
+                libc::gettid()
+            );
+        }
+    }
+}
+
+fn real_create() -> Option<CreateFn> {
+    static REAL: OnceLock<usize> = OnceLock::new();
+    let p = *REAL.get_or_init(|| {
+        // SAFETY: looks up the next definition of pthread_create (glibc's).
+        unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_create".as_ptr()) as usize }
+    });
+    // SAFETY: glibc's pthread_create has exactly this signature.
+    (p != 0).then(|| unsafe { std::mem::transmute::<usize, CreateFn>(p) })
+}
+
+struct Tramp {
+    start: StartFn,
+    arg: *mut c_void,
+    k: usize,
+    pu: u32,
+}
+
+extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the Box<Tramp> leaked by pthread_create below, consumed exactly once.
+    let t = unsafe { Box::from_raw(p as *mut Tramp) };
+    let _ = std::panic::catch_unwind(|| pin_self(t.k, t.pu));
+    (t.start)(t.arg)
+}
+
+/// The interposed `pthread_create`.
+///
+/// # Safety
+/// Same contract as glibc's `pthread_create`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: StartFn,
+    arg: *mut c_void,
+) -> c_int {
+    let Some(real) = real_create() else {
+        return libc::EAGAIN;
+    };
+    let Some(pus) = PUS.get() else {
+        return real(thread, attr, start, arg);
+    };
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    let Some(&pu) = pus.get(k) else {
+        return real(thread, attr, start, arg);
+    };
+    let t = Box::into_raw(Box::new(Tramp { start, arg, k, pu }));
+    let rc = real(thread, attr, trampoline, t as *mut c_void);
+    if rc != 0 {
+        // The thread was not created: reclaim the box, give the index back if still last.
+        drop(Box::from_raw(t));
+        let _ = NEXT.compare_exchange(k + 1, k, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    rc
+}
+
+/// Replace this process by `CMLB_EXEC_WRAP... <exe> <args>`; returns only on failure.
+fn exec_wrap() {
+    let wrap = std::env::var(ENV_WRAP).unwrap_or_default();
+    let prefix: Vec<String> = wrap
+        .split(WRAP_SEP)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    std::env::remove_var(ENV_WRAP);
+    std::env::remove_var(ENV_WRAP_PID);
+    if prefix.is_empty() {
+        return;
+    }
+    let exe = match std::fs::read_link("/proc/self/exe") {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "cmlb-preload: cannot read /proc/self/exe ({e}); running without the profiler"
+            );
+            return;
+        }
+    };
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    // Drop this library from LD_PRELOAD so the profiler and the program start clean.
+    if let Ok(lp) = std::env::var("LD_PRELOAD") {
+        let kept: Vec<&str> = lp
+            .split([' ', ':'])
+            .filter(|s| !s.is_empty() && !s.contains("libcmlb_preload"))
+            .collect();
+        if kept.is_empty() {
+            std::env::remove_var("LD_PRELOAD");
+        } else {
+            std::env::set_var("LD_PRELOAD", kept.join(" "));
+        }
+    }
+    let mut argv: Vec<CString> = Vec::new();
+    for w in &prefix {
+        argv.push(CString::new(w.as_str()).unwrap_or_default());
+    }
+    argv.push(CString::new(exe.as_os_str().as_encoded_bytes()).unwrap_or_default());
+    // cmdline ends with a NUL, so the last split piece is empty.
+    let n = args.len().saturating_sub(1);
+    for a in args.iter().take(n).skip(1) {
+        argv.push(CString::new(*a).unwrap_or_default());
+    }
+    let mut ptrs: Vec<*const c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: NUL-terminated argv of valid C strings; environ is the (updated) process env.
+    unsafe { libc::execv(ptrs[0], ptrs.as_ptr()) };
+    eprintln!(
+        "cmlb-preload: cannot start {}: {}; running without the profiler",
+        prefix[0],
+        std::io::Error::last_os_error()
+    );
+}

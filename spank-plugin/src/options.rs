@@ -1,0 +1,400 @@
+//! The user's `--cmlb-map=MODE[:key=value,...]` (also `CMLB_MAP`) and the site's plugstack.conf
+//! arguments. Pure parsing, so every message is unit-tested without Slurm.
+
+use std::path::PathBuf;
+
+/// What the plugin does for a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Off,
+    Profile,
+    Apply,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Profile => "profile",
+            Mode::Apply => "apply",
+        }
+    }
+}
+
+pub const MODES: &str = "profile, apply, off";
+pub const KEYS: &str = "strategy=NAME, profile=PATH, time=SECS, period=N, bind=omp|preload|both, \
+verbose, dryrun";
+
+pub use mapper::binding::BindMode;
+
+/// A parsed `--cmlb-map` value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapOpts {
+    pub mode: Mode,
+    pub strategy: Option<String>,
+    pub profile: Option<PathBuf>,
+    /// Profiling window of the pre-run (apply without a profile) in seconds.
+    pub time: f64,
+    pub period: Option<u64>,
+    pub bind: BindMode,
+    pub verbose: bool,
+    /// Compute and report the plan, bind nothing.
+    pub dryrun: bool,
+}
+
+/// Default profiling window of the apply pre-run.
+pub const DEFAULT_PRERUN_SECS: f64 = 3.0;
+
+impl MapOpts {
+    pub fn off() -> Self {
+        MapOpts {
+            mode: Mode::Off,
+            strategy: None,
+            profile: None,
+            time: DEFAULT_PRERUN_SECS,
+            period: None,
+            bind: BindMode::Both,
+            verbose: false,
+            dryrun: false,
+        }
+    }
+}
+
+/// Parse `MODE[:key=value,...]`. Errors name the bad part and the valid choices.
+pub fn parse_map(value: &str) -> Result<MapOpts, String> {
+    let value = value.trim();
+    let (mode, rest) = match value.split_once(':') {
+        Some((m, r)) => (m, Some(r)),
+        None => (value, None),
+    };
+    let mut o = MapOpts::off();
+    o.mode = match mode {
+        "off" => Mode::Off,
+        "profile" => Mode::Profile,
+        "apply" => Mode::Apply,
+        "" => return Err(format!("missing mode; choose one of: {MODES}")),
+        m => return Err(format!("unknown mode '{m}'; choose one of: {MODES}")),
+    };
+    let Some(rest) = rest else { return Ok(o) };
+    for kv in rest.split(',') {
+        let kv = kv.trim();
+        if kv.is_empty() {
+            continue;
+        }
+        let (k, v) = match kv.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (kv, None),
+        };
+        let need = |v: Option<&str>| -> Result<String, String> {
+            match v {
+                Some(v) if !v.is_empty() => Ok(v.to_string()),
+                _ => Err(format!("key '{k}' needs a value ({k}=...)")),
+            }
+        };
+        match k {
+            "strategy" => {
+                let s = need(v)?;
+                mapper::strategy::by_name(&s).map_err(|e| e.to_string())?;
+                o.strategy = Some(s);
+            }
+            "profile" => o.profile = Some(PathBuf::from(need(v)?)),
+            "time" => {
+                let s = need(v)?;
+                let t: f64 = s
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| t.is_finite() && *t > 0.0 && *t <= 86400.0)
+                    .ok_or_else(|| format!("time={s} is not a number of seconds in (0, 86400]"))?;
+                o.time = t;
+            }
+            "period" => {
+                let s = need(v)?;
+                let p: u64 = s
+                    .parse()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("period={s} is not a positive integer"))?;
+                o.period = Some(p);
+            }
+            "bind" => {
+                let s = need(v)?;
+                o.bind = BindMode::parse(&s).ok_or_else(|| {
+                    format!("bind={s} is not valid; choose one of: omp, preload, both")
+                })?;
+            }
+            "verbose" | "dryrun" => {
+                let on = match v {
+                    None | Some("1") | Some("yes") | Some("true") => true,
+                    Some("0") | Some("no") | Some("false") => false,
+                    Some(x) => return Err(format!("{k}={x}: use {k}, {k}=1 or {k}=0")),
+                };
+                if k == "verbose" {
+                    o.verbose = on;
+                } else {
+                    o.dryrun = on;
+                }
+            }
+            other => return Err(format!("unknown key '{other}'; valid keys: {KEYS}")),
+        }
+    }
+    if o.mode == Mode::Off && rest.split(',').any(|s| !s.trim().is_empty()) {
+        return Err("mode 'off' takes no keys".into());
+    }
+    Ok(o)
+}
+
+/// Everything an error message about the option needs to say.
+pub fn usage_error(source: &str, value: &str, err: &str) -> String {
+    format!("cmlb: invalid {source} value '{value}': {err} (syntax: MODE[:key=value,...])")
+}
+
+/// plugstack.conf arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteConf {
+    /// Mode when the user gave neither `--cmlb-map` nor `CMLB_MAP`.
+    pub default: Mode,
+    /// Scratch directory template (`%u` user, `%j` job id, `%n` node, `%%`).
+    pub scratch: String,
+    /// The `cmlb` binary (profiling, pre-runs). Default: next to the plugin, then `$PATH`.
+    pub cmlb: Option<PathBuf>,
+    /// The pthread_create-wrapping preload library. Default: next to the plugin.
+    pub preload: Option<PathBuf>,
+    /// Cached topology (hwloc XML or synthetic string) instead of discovering the node.
+    pub topology: Option<String>,
+    /// Fail the step instead of running unpinned when something is wrong.
+    pub strict: bool,
+    /// Profiler backend passed to `cmlb profile --backend`.
+    pub backend: Option<String>,
+}
+
+pub const DEFAULT_SCRATCH: &str = "/tmp/cmlb-%u";
+pub const SITE_KEYS: &str =
+    "default=off|apply, scratch=TEMPLATE, cmlb=PATH, preload=PATH, topology=FILE, strict=0|1, backend=NAME";
+
+impl Default for SiteConf {
+    fn default() -> Self {
+        SiteConf {
+            default: Mode::Off,
+            scratch: DEFAULT_SCRATCH.into(),
+            cmlb: None,
+            preload: None,
+            topology: None,
+            strict: false,
+            backend: None,
+        }
+    }
+}
+
+/// Parse the plugstack.conf arguments (`key=value` words).
+pub fn parse_site<S: AsRef<str>>(args: &[S]) -> Result<SiteConf, String> {
+    let mut c = SiteConf::default();
+    for a in args {
+        let a = a.as_ref();
+        let (k, v) = a.split_once('=').ok_or_else(|| {
+            format!("plugstack.conf argument '{a}' is not key=value; keys: {SITE_KEYS}")
+        })?;
+        if v.is_empty() {
+            return Err(format!("plugstack.conf argument '{k}=' needs a value"));
+        }
+        match k {
+            "default" => {
+                c.default = match v {
+                    "off" => Mode::Off,
+                    "apply" => Mode::Apply,
+                    _ => return Err(format!("default={v} is not valid; choose off or apply")),
+                }
+            }
+            "scratch" => {
+                if !v.starts_with('/') {
+                    return Err(format!("scratch={v} must be an absolute path template"));
+                }
+                c.scratch = v.to_string();
+            }
+            "cmlb" => c.cmlb = Some(PathBuf::from(v)),
+            "preload" => c.preload = Some(PathBuf::from(v)),
+            "topology" => c.topology = Some(v.to_string()),
+            "strict" => {
+                c.strict = match v {
+                    "0" | "no" | "false" => false,
+                    "1" | "yes" | "true" => true,
+                    _ => return Err(format!("strict={v} is not valid; use 0 or 1")),
+                }
+            }
+            "backend" => c.backend = Some(v.to_string()),
+            _ => {
+                return Err(format!(
+                    "unknown plugstack.conf argument '{k}'; keys: {SITE_KEYS}"
+                ))
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// Expand a scratch template. Unknown `%x` sequences are kept literally.
+pub fn expand_scratch(template: &str, user: &str, job: u32, node: &str) -> String {
+    let mut out = String::new();
+    let mut it = template.chars();
+    while let Some(c) = it.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('u') => out.push_str(user),
+            Some('j') => out.push_str(&job.to_string()),
+            Some('n') => out.push_str(node),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// The scratch key of a command: a readable executable name plus a stable hash (FNV-1a, so it
+/// is the same across builds) of the executable, arguments, thread count and the node's
+/// allocated cores.
+pub fn profile_key(argv: &[String], threads: usize, cores: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h ^= x as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        // Field separator so ("ab","c") and ("a","bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    for a in argv {
+        eat(a.as_bytes());
+    }
+    eat(threads.to_string().as_bytes());
+    eat(cores.as_bytes());
+    let base = argv
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .unwrap_or_default();
+    let base: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let base = base.trim_start_matches('.');
+    format!(
+        "{}-t{threads}-{h:016x}",
+        if base.is_empty() { "cmd" } else { base }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_keys() {
+        assert_eq!(parse_map("off").unwrap().mode, Mode::Off);
+        assert_eq!(parse_map("profile").unwrap().mode, Mode::Profile);
+        let o = parse_map("apply:strategy=compact,profile=/p,time=2.5,bind=omp,verbose,dryrun")
+            .unwrap();
+        assert_eq!(o.mode, Mode::Apply);
+        assert_eq!(o.strategy.as_deref(), Some("compact"));
+        assert_eq!(o.profile, Some(PathBuf::from("/p")));
+        assert_eq!(o.time, 2.5);
+        assert_eq!(o.bind, BindMode::Omp);
+        assert!(o.verbose && o.dryrun);
+        assert_eq!(parse_map("profile:period=500").unwrap().period, Some(500));
+        assert_eq!(parse_map("apply").unwrap().time, DEFAULT_PRERUN_SECS);
+    }
+
+    #[test]
+    fn bad_values_name_the_choices() {
+        let e = parse_map("aply").unwrap_err();
+        assert!(
+            e.contains("'aply'") && e.contains("profile, apply, off"),
+            "{e}"
+        );
+        let e = parse_map("").unwrap_err();
+        assert!(e.contains("missing mode"), "{e}");
+        let e = parse_map("apply:strategy=nosuch").unwrap_err();
+        assert!(e.contains("nosuch") && e.contains("compact"), "{e}");
+        let e = parse_map("apply:time=-1").unwrap_err();
+        assert!(e.contains("time=-1"), "{e}");
+        let e = parse_map("apply:time").unwrap_err();
+        assert!(e.contains("needs a value"), "{e}");
+        let e = parse_map("apply:bind=all").unwrap_err();
+        assert!(e.contains("omp, preload, both"), "{e}");
+        let e = parse_map("apply:colour=red").unwrap_err();
+        assert!(e.contains("'colour'") && e.contains("strategy="), "{e}");
+        let e = parse_map("profile:period=0").unwrap_err();
+        assert!(e.contains("period=0"), "{e}");
+        let e = parse_map("off:verbose").unwrap_err();
+        assert!(e.contains("takes no keys"), "{e}");
+        let e = usage_error("--cmlb-map", "x", "bad");
+        assert!(
+            e.contains("--cmlb-map") && e.contains("MODE[:key=value"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn site_args() {
+        let c = parse_site(&[
+            "default=apply",
+            "scratch=/scratch/%u/%j",
+            "cmlb=/opt/cmlb",
+            "topology=/etc/topo.xml",
+            "strict=1",
+            "backend=faults",
+        ])
+        .unwrap();
+        assert_eq!(c.default, Mode::Apply);
+        assert_eq!(c.scratch, "/scratch/%u/%j");
+        assert_eq!(c.cmlb, Some(PathBuf::from("/opt/cmlb")));
+        assert!(c.strict);
+        assert_eq!(parse_site::<&str>(&[]).unwrap(), SiteConf::default());
+        for (bad, want) in [
+            ("default=profile", "off or apply"),
+            ("scratch=rel/%u", "absolute"),
+            ("strict=maybe", "0 or 1"),
+            ("flavour=x", "unknown plugstack.conf argument 'flavour'"),
+            ("justaword", "not key=value"),
+            ("cmlb=", "needs a value"),
+        ] {
+            let e = parse_site(&[bad]).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn scratch_template() {
+        assert_eq!(
+            expand_scratch("/tmp/cmlb-%u/%j/%n/100%%/%x", "ann", 42, "node1"),
+            "/tmp/cmlb-ann/42/node1/100%/%x"
+        );
+    }
+
+    #[test]
+    fn key_is_stable_and_distinguishes_inputs() {
+        let a = vec!["/bin/app".to_string(), "x".to_string()];
+        let k = profile_key(&a, 4, "0-3");
+        assert!(k.starts_with("app-t4-"), "{k}");
+        assert_eq!(k, profile_key(&a, 4, "0-3"));
+        assert_ne!(k, profile_key(&a, 2, "0-3"));
+        assert_ne!(k, profile_key(&a, 4, "0-1"));
+        let b = vec!["/bin/app".to_string(), "y".to_string()];
+        assert_ne!(k, profile_key(&b, 4, "0-3"));
+        let c = vec!["/bin/ap".to_string(), "px".to_string()];
+        assert_ne!(profile_key(&a, 4, ""), profile_key(&c, 4, ""));
+        assert!(profile_key(&["../.x y".to_string()], 1, "").starts_with("x_y-"));
+    }
+}

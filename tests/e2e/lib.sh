@@ -1,0 +1,50 @@
+# Helpers for tests/e2e/t_*.sh (sourced by tests/e2e/run).
+PASS=0
+FAILED=()
+
+ok() { PASS=$((PASS + 1)); echo "e2e: ok   $*"; }
+fail() { FAILED+=("$*"); echo "e2e: FAIL $*"; }
+
+# check NAME CONDITION-COMMAND... : pass when the command succeeds.
+check() {
+    local name=$1; shift
+    if "$@"; then ok "$name"; else fail "$name"; fi
+}
+
+# contains FILE TEXT: fixed-string grep, printing the file on failure.
+contains() {
+    if grep -qF -- "$2" "$1"; then return 0; fi
+    echo "--- expected '$2' in $1:" >&2; sed 's/^/    /' "$1" >&2
+    return 1
+}
+lacks() {
+    if ! grep -qF -- "$2" "$1"; then return 0; fi
+    echo "--- did not expect '$2' in $1:" >&2; sed 's/^/    /' "$1" >&2
+    return 1
+}
+
+# start_cluster [PLUGSTACK ARGS...]: (re)start the local cluster with these plugstack arguments.
+start_cluster() {
+    CMLB_PLUGSTACK_ARGS="$*" slurm-conf/cluster start >/dev/null 2>"$WORK/cluster.err" || {
+        cat "$WORK/cluster.err" >&2
+        fail "cluster start ($*)"
+        return 1
+    }
+}
+
+# wait_job JOBID: wait until the batch job left the queue (max 60 s).
+wait_job() {
+    for _ in $(seq 1 600); do
+        squeue -h -j "$1" 2>/dev/null | grep -q . || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+summary() {
+    echo "e2e: $PASS passed, ${#FAILED[@]} failed"
+    if [ ${#FAILED[@]} -gt 0 ]; then
+        printf 'e2e: failed: %s\n' "${FAILED[@]}"
+        exit 1
+    fi
+}
