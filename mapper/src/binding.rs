@@ -8,7 +8,7 @@
 
 use crate::error::{MapError, Result};
 use crate::plan::Plan;
-use crate::topology::{Level, NodeSpec, Topology};
+use crate::topology::{Level, Topology};
 
 /// Which mechanism places individual threads (the task mask is always set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,59 +61,6 @@ pub fn thread_pus(plan: &Plan) -> Option<Vec<u32>> {
     let mut a = plan.assignment.clone();
     a.sort_by_key(|x| x.thread);
     Some(a.iter().map(|x| x.pu).collect())
-}
-
-/// Format PU indexes as a Linux cpu list ("0-3,8"), sorted, without duplicates.
-pub fn cpu_list(pus: &[u32]) -> String {
-    let mut v: Vec<u32> = pus.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let start = v[i];
-        let mut end = start;
-        while i + 1 < v.len() && v[i + 1] == end + 1 {
-            i += 1;
-            end = v[i];
-        }
-        out.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    out.join(",")
-}
-
-/// Parse a Linux/Slurm cpu list ("0-3,8,10-11"); `what` names the source in errors.
-pub fn parse_cpu_list(what: &str, s: &str) -> Result<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        let bad = || MapError::input(what, format!("'{part}' is not a cpu number or range"));
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.trim().parse().map_err(|_| bad())?;
-                let b: u32 = b.trim().parse().map_err(|_| bad())?;
-                if b < a || b - a > 65536 {
-                    return Err(bad());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| bad())?),
-        }
-    }
-    if out.is_empty() {
-        return Err(MapError::input(what, "empty cpu list"));
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
 }
 
 /// Environment for one task: `(name, value)` pairs to set. `omp_threads_set` tells whether the
@@ -193,52 +140,6 @@ pub fn task_shares(topo: &Topology, ntasks: usize) -> Vec<Vec<u32>> {
     out
 }
 
-/// The topology restricted to PUs whose OS index is in `keep`; levels left without PUs vanish.
-pub fn restrict_to_pus(topo: &Topology, keep: &[u32]) -> Result<Topology> {
-    fn spec(t: &Topology, id: usize, keep: &[u32]) -> Option<NodeSpec> {
-        let n = &t.nodes[id];
-        if n.level == Level::Pu {
-            return keep
-                .contains(&n.os_index)
-                .then(|| NodeSpec::new(Level::Pu, n.os_index, Vec::new()));
-        }
-        let children: Vec<NodeSpec> = n
-            .children
-            .iter()
-            .filter_map(|&c| spec(t, c, keep))
-            .collect();
-        (!children.is_empty()).then(|| NodeSpec::new(n.level, n.os_index, children))
-    }
-    let missing: Vec<u32> = keep
-        .iter()
-        .copied()
-        .filter(|k| topo.pu_position(*k).is_none())
-        .collect();
-    if !missing.is_empty() {
-        return Err(MapError::Topology(format!(
-            "PUs {} are not in the topology ({})",
-            cpu_list(&missing),
-            topo.source
-        )));
-    }
-    let root = spec(topo, topo.root(), keep)
-        .ok_or_else(|| MapError::Topology("restriction leaves no PUs".into()))?;
-    let mut t = Topology::build(&root, topo.source.clone())?;
-    if let Some(d) = &topo.distances {
-        let idx: Vec<usize> = t
-            .numa
-            .iter()
-            .filter_map(|n| topo.numa_position(n.os_index))
-            .collect();
-        t.distances = Some(
-            idx.iter()
-                .map(|&i| idx.iter().map(|&j| d[i][j]).collect())
-                .collect(),
-        );
-    }
-    Ok(t)
-}
-
 /// PU OS indexes of the cores with the given *logical* indexes (Slurm's `S_STEP_ALLOC_CORES`
 /// numbers cores 0..N in socket order, which is hwloc's logical core order).
 pub fn pus_of_logical_cores(topo: &Topology, cores: &[u32]) -> Result<Vec<u32>> {
@@ -274,6 +175,7 @@ mod tests {
     use super::*;
     use crate::metrics::Metrics;
     use crate::plan::Assignment;
+    use crate::topology::NodeSpec;
 
     fn topo(numa: u32, cores: u32, pus: u32) -> Topology {
         let mut pu = 0;
@@ -296,28 +198,6 @@ mod tests {
             })
             .collect();
         Topology::build(&NodeSpec::new(Level::Machine, 0, nodes), "test").unwrap()
-    }
-
-    #[test]
-    fn cpu_lists_round_trip() {
-        assert_eq!(cpu_list(&[3, 0, 1, 2, 8, 10, 11, 8]), "0-3,8,10-11");
-        assert_eq!(cpu_list(&[]), "");
-        assert_eq!(
-            parse_cpu_list("x", "0-3,8, 10-11").unwrap(),
-            vec![0, 1, 2, 3, 8, 10, 11]
-        );
-        let e = parse_cpu_list("S_STEP_ALLOC_CORES", "0-x")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("S_STEP_ALLOC_CORES") && e.contains("'0-x'"),
-            "{e}"
-        );
-        assert!(parse_cpu_list("x", "5-2").is_err());
-        assert!(parse_cpu_list("x", " ")
-            .unwrap_err()
-            .to_string()
-            .contains("empty"));
     }
 
     #[test]
@@ -390,14 +270,8 @@ mod tests {
     }
 
     #[test]
-    fn restriction_and_logical_cores() {
+    fn logical_cores() {
         let t = topo(2, 2, 2);
-        let r = restrict_to_pus(&t, &[2, 3, 4]).unwrap();
-        assert_eq!(r.num_pus(), 3);
-        assert_eq!(r.numa.len(), 2);
-        assert_eq!(r.numa[1].pus.len(), 1);
-        let e = restrict_to_pus(&t, &[9]).unwrap_err().to_string();
-        assert!(e.contains("PUs 9 are not in the topology"), "{e}");
         assert_eq!(pus_of_logical_cores(&t, &[1, 2]).unwrap(), vec![2, 3, 4, 5]);
         let e = pus_of_logical_cores(&t, &[4]).unwrap_err().to_string();
         assert!(e.contains("core 4") && e.contains("4 cores"), "{e}");

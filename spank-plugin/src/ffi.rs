@@ -259,6 +259,7 @@ pub fn setenv(sp: spank_t, name: &str, value: &str) -> Result<(), c_int> {
 }
 
 /// `plugin_version` check slurmd does: equal major.minor.
+#[cfg(test)]
 pub fn version_major_minor(v: u32) -> (u32, u32) {
     ((v >> 16) & 0xff, (v >> 8) & 0xff)
 }

@@ -14,7 +14,6 @@
 //! "run unpinned" (or a step failure with `strict=1`), never unwound into Slurm. The plugin
 //! starts no threads and never blocks in srun/sbatch.
 
-#[allow(dead_code)] // item getters are used by the apply/profile modes landing next
 mod ffi;
 pub mod options;
 mod remote;
@@ -59,7 +58,6 @@ pub(crate) struct State {
     pub option: Option<(String, options::MapOpts)>,
     /// The option callback rejected a value (already reported).
     pub option_bad: bool,
-    #[allow(dead_code)]
     pub step: Option<remote::StepState>,
 }
 
@@ -245,7 +243,6 @@ pub extern "C" fn slurm_spank_task_init(
 }
 
 /// The effective mode for a step: `--cmlb-map`, else `CMLB_MAP`, else the site default.
-#[allow(dead_code)] // used by the apply/profile modes landing next
 pub(crate) fn effective(
     option: Option<options::MapOpts>,
     env: Option<&str>,

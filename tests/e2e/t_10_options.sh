@@ -35,7 +35,7 @@ check "srun --help documents --cmlb-map" contains "$WORK/o6" "--cmlb-map=MODE"
 sbatch --help >"$WORK/o7" 2>&1
 check "sbatch --help documents --cmlb-map" contains "$WORK/o7" "--cmlb-map=MODE"
 
-out=$(srun --cmlb-map=off -n1 echo hello 2>&1)
+out=$(srun --cmlb-map=off -n1 echo hello 2>"$WORK/o8")
 check "srun --cmlb-map=off runs the command" test "$out" = hello
-out=$(CMLB_MAP=off srun -n1 echo hello 2>&1)
+out=$(CMLB_MAP=off srun -n1 echo hello 2>"$WORK/o9")
 check "CMLB_MAP=off runs the command" test "$out" = hello

@@ -1,0 +1,106 @@
+# apply mode with a saved profile: threads are pinned exactly as `cmlb map` plans; sbatch
+# propagation; degraded (unpinned) runs with a warning; strict mode; off/default= behaviour.
+CMLB=$repo/target/debug/cmlb
+gcc -O2 -pthread -o "$WORK/pairs" tests/e2e/pairs.c || { fail "compile pairs.c"; return; }
+
+# A profile with known sharing: threads 0-1 and 2-3 talk, pairs do not; equal loads.
+mkprofile() { # DIR
+    mkdir -p "$1"
+    printf '0,100,1,1\n100,0,1,1\n1,1,0,100\n1,1,100,0\n' > "$1/comm.csv"
+    printf '1\n2\n1\n2\n' > "$1/load.csv"
+    printf 'schema: 1\ncommand: [pairs]\nbackend: hand\nthreads:\n' > "$1/profile.yaml"
+    for k in 0 1 2 3; do echo "- {index: $k, tid: $((100 + k))}" >> "$1/profile.yaml"; done
+    chmod -R a+rX "$1"
+}
+P=$WORK/prof4
+mkprofile "$P"
+
+# threads FILE: "K CPUS" per thread reported by pairs, sorted by K.
+threads() { awk '$1 == "thread" {print $2, $6}' "$1" | sort -n; }
+# planned STRATEGY CPUSET [TOPOLOGY]: "K PU" per thread from cmlb map.
+planned() {
+    "$CMLB" map --profile "$P" --topology "${3:-live}" --cpuset "$2" --strategy "$1" --format yaml \
+        | awk '/^- thread:/ {t=$3} /^ +pu:/ {print t, $2}' | sort -n
+}
+unpinned() { # FILE ALLCPUS: every thread reports the whole allocation
+    local n
+    n=$(threads "$1" | awk -v c="$2" '$2 != c' | wc -l)
+    [ "$(threads "$1" | wc -l)" -ge 2 ] && [ "$n" -eq 0 ]
+}
+
+start_cluster "scratch=$WORK/scratch/%u" || return
+ALL=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+
+for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {print "cmlb"}')"; do
+    [ -n "$s" ] || continue
+    srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=$s" "$WORK/pairs" 4 0.2 >"$WORK/a_$s" 2>"$WORK/a_$s.err"
+    planned "$s" "$ALL" > "$WORK/plan_$s"
+    threads "$WORK/a_$s" > "$WORK/got_$s"
+    check "apply strategy=$s pins every thread where cmlb map plans it" diff "$WORK/plan_$s" "$WORK/got_$s"
+    check "apply strategy=$s logs strategy, profile and metrics once" \
+        test "$(grep -c "cmlb: apply: strategy $s, profile $P (4 threads)" "$WORK/a_$s.err")" -eq 1
+    check "... RemoteComm and Load_std vs compact" contains "$WORK/a_$s.err" "RemoteComm"
+done
+
+# bind=omp: OpenMP variables set, no preload; OMP_NUM_THREADS left alone when the user set it.
+srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=scatter,bind=omp" env >"$WORK/env_omp" 2>&1
+pl=$(planned scatter "$ALL" | awk '{printf "%s{%s}", (NR>1?",":""), $2}')
+check "bind=omp exports OMP_PLACES in thread order" contains "$WORK/env_omp" "OMP_PLACES=$pl"
+check "bind=omp exports OMP_PROC_BIND=true" contains "$WORK/env_omp" "OMP_PROC_BIND=true"
+check "bind=omp exports GOMP_CPU_AFFINITY" contains "$WORK/env_omp" "GOMP_CPU_AFFINITY="
+check "bind=omp exports KMP_AFFINITY" contains "$WORK/env_omp" "KMP_AFFINITY=granularity=fine,explicit,proclist=["
+check "bind=omp sets OMP_NUM_THREADS when unset" contains "$WORK/env_omp" "OMP_NUM_THREADS=4"
+check "bind=omp does not preload" lacks "$WORK/env_omp" "libcmlb_preload"
+OMP_NUM_THREADS=4 srun -n1 -c2 --cmlb-map="apply:profile=$P,bind=preload" env >"$WORK/env_pre" 2>&1
+check "bind=preload preloads the pthread wrapper" contains "$WORK/env_pre" "libcmlb_preload.so"
+check "bind=preload sets no OpenMP places" lacks "$WORK/env_pre" "OMP_PLACES="
+
+# sbatch --cmlb-map reaches the sruns of the script; the batch shell itself stays unpinned.
+cat > "$WORK/job.sh" <<EOF
+#!/bin/bash
+echo "batch OMP_PLACES=\${OMP_PLACES:-unset} cpus \$(awk '/^Cpus_allowed_list/ {print \$2}' /proc/self/status)"
+srun -n1 -c2 $WORK/pairs 4 0.2
+EOF
+chmod +x "$WORK/job.sh"
+jid=$(sbatch --parsable -n1 -c2 -o "$WORK/batch.out" --cmlb-map="apply:profile=$P,strategy=scatter" "$WORK/job.sh")
+wait_job "$jid"
+threads "$WORK/batch.out" > "$WORK/got_batch"
+check "sbatch --cmlb-map=apply pins the threads of the script's srun" diff "$WORK/plan_scatter" "$WORK/got_batch"
+check "the batch script itself is not pinned" contains "$WORK/batch.out" "batch OMP_PLACES=unset cpus $ALL"
+
+# Degraded runs: one warning, exit status of the program, all threads on the whole allocation.
+mkdir -p "$WORK/corrupt" && cp -r "$P"/. "$WORK/corrupt/" && echo "1,2,x" > "$WORK/corrupt/comm.csv"
+srun -n1 -c2 --cmlb-map="apply:profile=$WORK/corrupt" "$WORK/pairs" 4 0.1 >"$WORK/c.out" 2>"$WORK/c.err"
+rc=$?
+check "corrupt profile: the job still succeeds (rc=$rc)" test $rc -eq 0
+check "corrupt profile: one warning naming the file" test "$(grep -c "cmlb: warning: profile $WORK/corrupt is unusable: .*comm.csv.*; the step runs unpinned" "$WORK/c.err")" -eq 1
+check "corrupt profile: threads run unpinned" unpinned "$WORK/c.out" "$ALL"
+srun -n1 -c2 --cmlb-map="apply:profile=$WORK/nonexistent" "$WORK/pairs" 2 0.1 >"$WORK/m.out" 2>"$WORK/m.err"
+check "missing profile= : warning and unpinned run" contains "$WORK/m.err" "profile=$WORK/nonexistent has no profile.yaml; the step runs unpinned"
+check "missing profile= : threads unpinned" unpinned "$WORK/m.out" "$ALL"
+OMP_NUM_THREADS=3 srun -n1 -c2 --cmlb-map="apply:profile=$P" "$WORK/pairs" 3 0.1 >"$WORK/n.out" 2>"$WORK/n.err"
+check "thread-count mismatch: warning" contains "$WORK/n.err" "has 4 threads but OMP_NUM_THREADS=3"
+check "thread-count mismatch: unpinned" unpinned "$WORK/n.out" "$ALL"
+
+# off: nothing from cmlb at all.
+srun -n1 -c2 --cmlb-map=off "$WORK/pairs" 4 0.1 >"$WORK/off.out" 2>"$WORK/off.err"
+check "--cmlb-map=off: no cmlb output" lacks "$WORK/off.err" "cmlb"
+check "--cmlb-map=off: threads unpinned" unpinned "$WORK/off.out" "$ALL"
+srun -n1 -c2 "$WORK/pairs" 4 0.1 >"$WORK/def.out" 2>"$WORK/def.err"
+check "no option, default=off: unpinned and silent" lacks "$WORK/def.err" "cmlb"
+
+# strict=1: the same corrupt profile fails the step.
+start_cluster "scratch=$WORK/scratch/%u strict=1" || return
+srun -n1 -c2 --cmlb-map="apply:profile=$WORK/corrupt" "$WORK/pairs" 4 0.1 >"$WORK/s.out" 2>"$WORK/s.err"
+rc=$?
+check "strict=1: a corrupt profile fails the step (rc=$rc)" test $rc -ne 0
+check "strict=1: says why" contains "$WORK/s.err" "strict=1: failing the step"
+
+# default=apply: no option means apply (here via CMLB_MAP's profile key), --cmlb-map=off opts out.
+start_cluster "scratch=$WORK/scratch/%u default=apply" || return
+CMLB_MAP="apply:profile=$P,strategy=scatter" srun -n1 -c2 "$WORK/pairs" 4 0.2 >"$WORK/e.out" 2>"$WORK/e.err"
+threads "$WORK/e.out" > "$WORK/got_env"
+check "CMLB_MAP=apply:... pins like --cmlb-map" diff "$WORK/plan_scatter" "$WORK/got_env"
+srun -n1 -c2 --cmlb-map=off "$WORK/pairs" 4 0.1 >"$WORK/o.out" 2>"$WORK/o.err"
+check "default=apply, --cmlb-map=off: unpinned" unpinned "$WORK/o.out" "$ALL"
+check "default=apply, --cmlb-map=off: silent" lacks "$WORK/o.err" "cmlb"
