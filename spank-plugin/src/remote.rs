@@ -289,7 +289,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                 if t == 0 {
                     let compact = strategy::compute_plan("compact", &input)?;
                     summary = Some(format!(
-                        "cmlb: apply: strategy {}, profile {} ({n} threads), {ntasks} task{} on cores {cores} (PUs {}): RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e}){}",
+                        "cmlb: apply: strategy {}, profile {} ({n} threads), {ntasks} task{} on cores {cores} (PUs {}); task 0: RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e}){}",
                         plan.strategy,
                         tdir.display(),
                         if ntasks == 1 { "" } else { "s" },
