@@ -350,3 +350,33 @@ fn dagtm_without_or_with_a_bad_sample_log() {
     let row = table.lines().find(|l| l.starts_with("dagtm")).unwrap();
     assert!(row.contains("needs the profile's sample log"), "{table}");
 }
+
+#[test]
+fn mram_latencies_change_the_column_and_bad_ones_are_named() {
+    let base = [
+        "map",
+        "--comm",
+        SP_OMP,
+        "--comm-format",
+        "eagermap",
+        "--topology",
+        "pack:2 numa:2 core:16 pu:2",
+    ];
+    let cost = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        json(&a)["metrics"]["mram_cost"].as_f64().unwrap()
+    };
+    let default = cost(&[]);
+    let same = cost(&["--mram-latencies", "l1=4,l2=10,l3=38,mem=87,remote=2.1"]);
+    assert_eq!(default, same);
+    // Twice every latency, twice the cost (remote is a ratio, unchanged).
+    let double = cost(&["--mram-latencies", "l1=8,l2=20,l3=76,mem=174"]);
+    assert!(
+        (double - 2.0 * default).abs() < 1e-6 * default,
+        "{double} vs {default}"
+    );
+    let mut bad = base.to_vec();
+    bad.extend(["--mram-latencies", "l1=4,l9=3"]);
+    fails(&bad, &["MRAM latencies", "'l9=3'", "unknown level"]);
+}

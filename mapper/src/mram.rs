@@ -230,13 +230,38 @@ pub fn cost_from_tt(tt: &[Vec<f64>], topo: &Topology, pus: &[usize], costs: &Lev
 }
 
 /// The `mram_cost` metric of a plan: `Σ_{i<j} A_ij · (c_mem + c_ij)` (see the module docs).
+/// The level costs are tabulated once per pair of PUs in use, so the pair loop is a lookup.
 pub fn predict(comm: &CommMatrix, topo: &Topology, pus: &[usize], costs: &LevelCosts) -> f64 {
+    let mut slot = vec![usize::MAX; topo.pus.len()];
+    let mut used = Vec::new();
+    for &p in pus {
+        if slot[p] == usize::MAX {
+            slot[p] = used.len();
+            used.push(p);
+        }
+    }
+    let k = used.len();
+    let table: Option<Vec<f64>> = (k <= 2048).then(|| {
+        let mut t = vec![0.0; k * k];
+        for a in 0..k {
+            for b in a..k {
+                let c = costs.memory + costs.shared(topo, used[a], used[b]).0;
+                t[a * k + b] = c;
+                t[b * k + a] = c;
+            }
+        }
+        t
+    });
     let mut c = 0.0;
     for (i, &pi) in pus.iter().enumerate() {
         let row = comm.row(i);
         for (j, &pj) in pus.iter().enumerate().skip(i + 1) {
             if row[j] != 0.0 {
-                c += row[j] * (costs.memory + costs.shared(topo, pi, pj).0);
+                let pair = match &table {
+                    Some(t) => t[slot[pi] * k + slot[pj]],
+                    None => costs.memory + costs.shared(topo, pi, pj).0,
+                };
+                c += row[j] * pair;
             }
         }
     }

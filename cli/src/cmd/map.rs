@@ -3,6 +3,7 @@
 
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
+use mapper::mram::LevelCosts;
 use mapper::plan::write_atomic;
 use mapper::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use mapper::profile::{read_comm_csv, read_load_csv, Profile};
@@ -81,6 +82,11 @@ pub struct Args {
     /// (dagtm). Default: samples.csv in the --profile directory, when it has one.
     #[arg(long, value_name = "FILE")]
     pub samples: Option<PathBuf>,
+    /// Access costs for the mram_cost metric (MRAM(h) model), e.g. "l1=4,l2=10,l3=38,mem=87,remote=2.1"
+    /// (cycles; any subset, the rest keep these defaults; remote = remote/local memory ratio,
+    /// used only when the topology has no NUMA distances).
+    #[arg(long, value_name = "LIST")]
+    pub mram_latencies: Option<String>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -100,15 +106,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let wants_samples = a.compare
         || a.samples.is_some()
         || strategy::by_name(&a.strategy).is_ok_and(|s| s.with_samples(Arc::default()).is_some());
+    let costs = a
+        .mram_latencies
+        .as_deref()
+        .map(LevelCosts::parse)
+        .transpose()?;
     let samples = if wants_samples {
         read_samples(&a)?
     } else {
         None
     };
     if a.compare {
-        return compare(&input, samples.as_ref(), a.format);
+        return compare(&input, samples.as_ref(), costs.as_ref(), a.format);
     }
-    let plan = plan_for(&a.strategy, &input, samples.as_ref())?;
+    let plan = plan_for(&a.strategy, &input, samples.as_ref(), costs.as_ref())?;
     // Write the file first: if that fails the user sees only the error, not a plan that
     // looks saved.
     if let Some(out) = &a.out {
@@ -180,18 +191,31 @@ fn read_samples(a: &Args) -> anyhow::Result<Option<Arc<SampleLog>>> {
     Ok(Some(Arc::new(read_samples_csv(&path)?)))
 }
 
-/// Look the strategy up, hand it the sample log if it uses one, and compute the plan.
+/// Look the strategy up, hand it the sample log if it uses one, and compute the plan
+/// (with mram_cost recomputed for the user's latencies, if given).
 fn plan_for(
     spec: &str,
     input: &MapInput,
     samples: Option<&Arc<SampleLog>>,
+    costs: Option<&LevelCosts>,
 ) -> mapper::Result<Plan> {
     strategy::validate(input)?;
     let s = strategy::by_name(spec)?;
     let s = samples
         .and_then(|log| s.with_samples(Arc::clone(log)))
         .unwrap_or(s);
-    strategy::compute_plan_with(s.as_ref(), input)
+    let mut plan = strategy::compute_plan_with(s.as_ref(), input)?;
+    if let Some(c) = costs {
+        let pus: Option<Vec<usize>> = plan
+            .assignment
+            .iter()
+            .map(|a| input.topology.pu_position(a.pu))
+            .collect();
+        if let Some(pus) = pus.filter(|p| !p.is_empty()) {
+            plan.metrics.mram_cost = mapper::mram::predict(input.comm, input.topology, &pus, c);
+        }
+    }
+    Ok(plan)
 }
 
 fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
@@ -313,12 +337,13 @@ fn plan_table(plan: &Plan, topo: &Topology) -> String {
 fn compare(
     input: &MapInput,
     samples: Option<&Arc<SampleLog>>,
+    costs: Option<&LevelCosts>,
     format: Format,
 ) -> anyhow::Result<()> {
     let results: Vec<(String, Result<Plan, String>)> = strategy::all()
         .iter()
         .map(|s| {
-            let r = plan_for(s.name(), input, samples).map_err(|e| e.to_string());
+            let r = plan_for(s.name(), input, samples, costs).map_err(|e| e.to_string());
             (s.name().to_string(), r)
         })
         .collect();
