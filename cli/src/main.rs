@@ -28,6 +28,8 @@ enum Command {
     Topology(cmd::topology::Args),
     /// Compute a thread-to-PU plan from a profile or matrix.
     Map(cmd::map::Args),
+    /// Profile if needed, map, and run a program with its threads pinned (no Slurm needed).
+    Run(cmd::run::Args),
 }
 
 fn main() {
@@ -45,6 +47,7 @@ fn main() {
     let result = match cli.command {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Map(a) => cmd::map::run(a),
+        Command::Run(a) => cmd::run::run(a),
     };
     if let Err(e) = result {
         eprintln!("cmlb: error: {}", one_line(&e));

@@ -140,6 +140,47 @@ pub fn task_shares(topo: &Topology, ntasks: usize) -> Vec<Vec<u32>> {
     out
 }
 
+/// The scratch key of a command: a readable executable name plus a stable hash (FNV-1a, so it
+/// is the same across builds) of the executable, arguments, thread count and the node's
+/// allocated cores.
+pub fn profile_key(argv: &[String], threads: usize, cores: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h ^= x as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        // Field separator so ("ab","c") and ("a","bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    for a in argv {
+        eat(a.as_bytes());
+    }
+    eat(threads.to_string().as_bytes());
+    eat(cores.as_bytes());
+    let base = argv
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .unwrap_or_default();
+    let base: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let base = base.trim_start_matches('.');
+    format!(
+        "{}-t{threads}-{h:016x}",
+        if base.is_empty() { "cmd" } else { base }
+    )
+}
+
 /// PU OS indexes of the cores with the given *logical* indexes (Slurm's `S_STEP_ALLOC_CORES`
 /// numbers cores 0..N in socket order, which is hwloc's logical core order).
 pub fn pus_of_logical_cores(topo: &Topology, cores: &[u32]) -> Result<Vec<u32>> {
@@ -275,5 +316,20 @@ mod tests {
         assert_eq!(pus_of_logical_cores(&t, &[1, 2]).unwrap(), vec![2, 3, 4, 5]);
         let e = pus_of_logical_cores(&t, &[4]).unwrap_err().to_string();
         assert!(e.contains("core 4") && e.contains("4 cores"), "{e}");
+    }
+
+    #[test]
+    fn key_is_stable_and_distinguishes_inputs() {
+        let a = vec!["/bin/app".to_string(), "x".to_string()];
+        let k = profile_key(&a, 4, "0-3");
+        assert!(k.starts_with("app-t4-"), "{k}");
+        assert_eq!(k, profile_key(&a, 4, "0-3"));
+        assert_ne!(k, profile_key(&a, 2, "0-3"));
+        assert_ne!(k, profile_key(&a, 4, "0-1"));
+        let b = vec!["/bin/app".to_string(), "y".to_string()];
+        assert_ne!(k, profile_key(&b, 4, "0-3"));
+        let c = vec!["/bin/ap".to_string(), "px".to_string()];
+        assert_ne!(profile_key(&a, 4, ""), profile_key(&c, 4, ""));
+        assert!(profile_key(&["../.x y".to_string()], 1, "").starts_with("x_y-"));
     }
 }

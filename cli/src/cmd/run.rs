@@ -1,0 +1,327 @@
+//! `cmlb run`: what `srun --cmlb-map=apply` does, without Slurm: find or make a profile (a
+//! short profiling pre-run), plan on the PUs this process may use, then replace itself by the
+//! program with its threads pinned (CPU mask, OpenMP variables, the pthread_create preload).
+
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use mapper::binding::{self, BindMode};
+use mapper::profile::Profile;
+use mapper::strategy::{self, MapInput};
+use mapper::topology::{format_cpu_list, Topology};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(ClapArgs)]
+#[command(
+    about = "Profile if needed, map and run a program with its threads pinned",
+    long_about = "Runs COMMAND with thread k pinned to the PU the mapping strategy gives it, on \
+the PUs this process may use (its CPU affinity).\n\n\
+The profile is --profile DIR if given; otherwise the cached profile of this command (same \
+executable, arguments, thread count and CPUs) under --cache; otherwise a profiling pre-run of \
+COMMAND for at most --time seconds is made first and cached (the program then runs twice: \
+meant for threaded OpenMP/pthreads programs whose first seconds are representative and which \
+can safely be started twice).\n\n\
+Binding (--bind): the process's CPU mask is set to the planned PUs; `omp` exports OMP_PLACES \
+(one place per thread, in thread order), OMP_PROC_BIND=true, GOMP_CPU_AFFINITY, KMP_AFFINITY \
+and OMP_NUM_THREADS (if unset); `preload` loads libcmlb_preload.so, which pins the k-th created \
+thread (main thread = 0) to its PU before it runs; `both` does both.\n\n\
+If the profile is unusable or the plan cannot be made, cmlb says why once and runs COMMAND \
+unpinned (exit 1 instead with --strict). The exit status is COMMAND's.",
+    after_help = "Examples:\n  cmlb run -- ./app 8\n  cmlb run --strategy scatter --profile prof -- ./app\n  \
+cmlb run --time 2 --bind omp -- ./omp_app"
+)]
+pub struct Args {
+    /// Mapping strategy (see `cmlb map --list`).
+    #[arg(long, default_value = strategy::DEFAULT)]
+    pub strategy: String,
+    /// Use this profile directory (no pre-run).
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// Where the pre-run's profile is written (and looked up first). Default: under --cache.
+    #[arg(long, value_name = "DIR", conflicts_with = "profile")]
+    pub save_profile: Option<PathBuf>,
+    /// Cache of profiles by command (default $XDG_CACHE_HOME/cmlb or ~/.cache/cmlb).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// `live`, an hwloc XML file or a synthetic description; restricted to this process's CPUs.
+    #[arg(long, default_value = "live")]
+    pub topology: String,
+    /// Longest profiling pre-run, in seconds (the program is stopped after that).
+    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
+    pub time: f64,
+    /// Profiler backend for the pre-run (see `cmlb profile --help`).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// omp, preload or both.
+    #[arg(long, default_value = "both", value_parser = parse_bind)]
+    pub bind: BindMode,
+    /// The pthread_create preload library (default: libcmlb_preload.so next to cmlb).
+    #[arg(long, value_name = "FILE")]
+    pub preload: Option<PathBuf>,
+    /// Fail instead of running unpinned when no plan can be made.
+    #[arg(long)]
+    pub strict: bool,
+    /// Compute and print the plan, then run COMMAND unpinned.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+fn parse_bind(s: &str) -> Result<BindMode, String> {
+    BindMode::parse(s)
+        .ok_or_else(|| format!("unknown bind mode '{s}' (expected omp, preload or both)"))
+}
+
+/// What to do with COMMAND once the plan is known.
+struct Binding {
+    pus: Vec<u32>,
+    env: Vec<(String, String)>,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if !(a.time.is_finite() && a.time > 0.0) {
+        bail!(
+            "--time must be a positive number of seconds, got {}",
+            a.time
+        );
+    }
+    strategy::by_name(&a.strategy)?;
+    let binding = match plan(&a) {
+        Ok(b) => b,
+        Err(e) if a.strict => return Err(e.context("no plan (--strict)")),
+        Err(e) => {
+            eprintln!("cmlb: warning: {}; running unpinned", crate::one_line(&e));
+            None
+        }
+    };
+    let mut cmd = Command::new(&a.command[0]);
+    cmd.args(&a.command[1..]);
+    if let Some(b) = binding {
+        set_affinity(&b.pus).context("setting the CPU mask")?;
+        for (k, v) in &b.env {
+            cmd.env(k, v);
+        }
+        // exec keeps our pid: the preload pins only in the process with this pid.
+        cmd.env(binding::ENV_PID, std::process::id().to_string());
+    }
+    let e = cmd.exec();
+    bail!("cannot run {}: {e}", a.command[0])
+}
+
+fn plan(a: &Args) -> Result<Option<Binding>> {
+    let allowed = own_cpus()?;
+    let machine = Topology::load(&a.topology)?;
+    let topo = machine.restrict(&allowed).with_context(|| {
+        format!(
+            "topology {} vs this process's CPUs {}",
+            a.topology,
+            format_cpu_list(&allowed)
+        )
+    })?;
+    let omp: Option<usize> = std::env::var("OMP_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok());
+    let threads = omp.unwrap_or(topo.num_pus());
+    let dir = match (&a.profile, &a.save_profile) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) => p.clone(),
+        (None, None) => cache_dir(a)?.join(binding::profile_key(
+            &a.command,
+            threads,
+            &format_cpu_list(&allowed),
+        )),
+    };
+    if a.profile.is_none() && !dir.join("profile.yaml").exists() {
+        prerun(a, &dir)?;
+    }
+    let prof = Profile::read_dir(&dir)
+        .with_context(|| format!("profile {} is unusable", dir.display()))?;
+    if let Some(m) = omp {
+        if m != prof.comm.n() {
+            bail!(
+                "profile {} has {} threads but OMP_NUM_THREADS={m}",
+                dir.display(),
+                prof.comm.n()
+            );
+        }
+    }
+    let input = MapInput {
+        comm: &prof.comm,
+        load: &prof.load,
+        topology: &topo,
+        seed: 1,
+    };
+    let p = strategy::compute_plan(&a.strategy, &input)?;
+    let compact = strategy::compute_plan("compact", &input)?;
+    eprintln!(
+        "cmlb: run: strategy {}, profile {} ({} threads), PUs {}: RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e}){}",
+        p.strategy,
+        dir.display(),
+        prof.comm.n(),
+        format_cpu_list(&allowed),
+        p.metrics.remote_comm,
+        compact.metrics.remote_comm,
+        p.metrics.load_std,
+        compact.metrics.load_std,
+        if a.dry_run { " [dry run: nothing bound]" } else { "" }
+    );
+    let Some(pus) = binding::thread_pus(&p) else {
+        return Ok(None);
+    };
+    if a.dry_run {
+        let list: Vec<String> = pus
+            .iter()
+            .enumerate()
+            .map(|(k, u)| format!("{k}:{u}"))
+            .collect();
+        eprintln!("cmlb: plan thread:PU {}", list.join(" "));
+        return Ok(None);
+    }
+    let mut env = binding::task_env(&pus, a.bind, omp.is_some());
+    if a.bind != BindMode::Omp {
+        let lib = preload_lib(a)?;
+        let existing = std::env::var("LD_PRELOAD").ok();
+        env.push((
+            "LD_PRELOAD".into(),
+            binding::ld_preload_with(existing.as_deref(), &lib.display().to_string()),
+        ));
+    }
+    Ok(Some(Binding { pus: allowed, env }))
+}
+
+fn cache_dir(a: &Args) -> Result<PathBuf> {
+    if let Some(c) = &a.cache {
+        return Ok(c.clone());
+    }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return Ok(PathBuf::from(x).join("cmlb"));
+    }
+    match std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        Some(h) => Ok(PathBuf::from(h).join(".cache").join("cmlb")),
+        None => bail!("no --cache given and neither XDG_CACHE_HOME nor HOME is set"),
+    }
+}
+
+fn preload_lib(a: &Args) -> Result<PathBuf> {
+    if let Some(p) = &a.preload {
+        return Ok(p.clone());
+    }
+    let exe = std::env::current_exe().context("locating the cmlb binary")?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    for cand in [
+        dir.join("libcmlb_preload.so"),
+        dir.join("cmlb_preload.so"),
+        dir.join("../lib/cmlb/libcmlb_preload.so"),
+    ] {
+        if cand.is_file() {
+            return Ok(cand);
+        }
+    }
+    bail!(
+        "libcmlb_preload.so not found next to {} (give --preload, or --bind omp)",
+        exe.display()
+    )
+}
+
+/// Profile COMMAND with `cmlb profile` for at most `--time` seconds, then stop the program.
+fn prerun(a: &Args, out: &Path) -> Result<()> {
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    eprintln!(
+        "cmlb: no profile in {}: profiling {} for up to {} s (pre-run)",
+        out.display(),
+        a.command[0],
+        a.time
+    );
+    let exe = std::env::current_exe().context("locating the cmlb binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("profile").arg("--out").arg(out);
+    if let Some(b) = &a.backend {
+        cmd.arg("--backend").arg(b);
+    }
+    // The pre-run's output is not the user's result: keep it off stdout.
+    cmd.arg("--")
+        .args(&a.command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    let mut child = cmd.spawn().context("starting cmlb profile")?;
+    let deadline = Instant::now() + Duration::from_secs_f64(a.time);
+    let mut stopped = false;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if !stopped && Instant::now() >= deadline {
+            // Stop the profiled program (the profiler's children); the profiler then writes.
+            stop_children(child.id(), libc::SIGTERM);
+            stopped = true;
+            let grace = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < grace {
+                if child.try_wait()?.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop_children(child.id(), libc::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if !out.join("profile.yaml").exists() {
+        bail!("the profiling pre-run wrote no profile ({status})");
+    }
+    Ok(())
+}
+
+/// Signal every child of `pid` (the program the profiler launched).
+fn stop_children(pid: u32, sig: i32) {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    for c in text
+        .split_whitespace()
+        .filter_map(|s| s.parse::<i32>().ok())
+    {
+        // SAFETY: kill(2) on a pid we read from our own child's children list.
+        unsafe { libc::kill(c, sig) };
+    }
+}
+
+fn own_cpus() -> Result<Vec<u32>> {
+    // SAFETY: sched_getaffinity fills a plain cpu_set_t.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            bail!("sched_getaffinity: {}", std::io::Error::last_os_error());
+        }
+        let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+        Ok((0..max)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect())
+    }
+}
+
+fn set_affinity(pus: &[u32]) -> Result<()> {
+    // SAFETY: plain cpu_set_t; indexes come from sched_getaffinity, so they are in range.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &p in pus {
+            libc::CPU_SET(p as usize, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            bail!(
+                "sched_setaffinity {}: {}",
+                format_cpu_list(pus),
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,197 @@
+//! `cmlb run` through the real binary: the OpenMP environment it gives the program, the exit
+//! status it passes through, and its degraded (unpinned) and strict behaviour. The preload
+//! path and pre-runs are covered end to end by tests/e2e/t_40_run.sh.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cmlb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(args)
+        .env_remove("OMP_NUM_THREADS")
+        .output()
+        .expect("run cmlb")
+}
+
+/// A profile of `n` threads where 0-1, 2-3, ... share.
+fn profile(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut comm = String::new();
+    for i in 0..n {
+        let row: Vec<&str> = (0..n)
+            .map(|j| if i != j && i / 2 == j / 2 { "100" } else { "0" })
+            .collect();
+        comm.push_str(&row.join(","));
+        comm.push('\n');
+    }
+    std::fs::write(dir.join("comm.csv"), comm).unwrap();
+    std::fs::write(dir.join("load.csv"), "1\n".repeat(n)).unwrap();
+    let mut y = "schema: 1\ncommand: [x]\nbackend: hand\nthreads:\n".to_string();
+    for k in 0..n {
+        y.push_str(&format!("- {{index: {k}, tid: {}}}\n", 100 + k));
+    }
+    std::fs::write(dir.join("profile.yaml"), y).unwrap();
+}
+
+#[test]
+fn exports_the_plan_as_openmp_places_in_thread_order() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("p");
+    profile(&p, 2);
+    let map = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args([
+            "map",
+            "--profile",
+            p.to_str().unwrap(),
+            "--cpuset",
+            "self",
+            "--strategy",
+        ])
+        .args(["scatter", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(map.status.success());
+    let plan: serde_json::Value = serde_json::from_slice(&map.stdout).unwrap();
+    let places: Vec<String> = plan["assignment"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| format!("{{{}}}", a["pu"]))
+        .collect();
+    let o = cmlb(&[
+        "run",
+        "--profile",
+        p.to_str().unwrap(),
+        "--strategy",
+        "scatter",
+        "--bind",
+        "omp",
+        "--",
+        "sh",
+        "-c",
+        "echo $OMP_PLACES $OMP_PROC_BIND $OMP_NUM_THREADS; echo ${CMLB_BIND_PUS:-none}",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out, format!("{} true 2\nnone\n", places.join(",")));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cmlb: run: strategy scatter") && err.contains("RemoteComm"),
+        "{err}"
+    );
+}
+
+#[test]
+fn keeps_the_users_omp_num_threads_and_passes_the_exit_status() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("p");
+    profile(&p, 1);
+    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args([
+            "run",
+            "--profile",
+            p.to_str().unwrap(),
+            "--bind",
+            "omp",
+            "--",
+        ])
+        .args(["sh", "-c", "echo $OMP_NUM_THREADS; exit 7"])
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "1\n");
+}
+
+#[test]
+fn corrupt_profile_runs_unpinned_with_one_warning() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("p");
+    profile(&p, 2);
+    std::fs::write(p.join("comm.csv"), "0,x\nx,0\n").unwrap();
+    let o = cmlb(&[
+        "run",
+        "--profile",
+        p.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo ${OMP_PLACES:-unset}",
+    ]);
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "unset\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cmlb: warning: profile")
+            && err.contains("comm.csv")
+            && err.contains("running unpinned"),
+        "{err}"
+    );
+}
+
+#[test]
+fn strict_fails_without_running_the_program() {
+    let d = tempfile::tempdir().unwrap();
+    let marker = d.path().join("ran");
+    let o = cmlb(&[
+        "run",
+        "--strict",
+        "--profile",
+        d.path().join("none").to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("cmlb: error: no plan (--strict): profile") && err.contains("profile.yaml"),
+        "{err}"
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn thread_count_mismatch_is_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("p");
+    profile(&p, 2);
+    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["run", "--profile", p.to_str().unwrap(), "--", "true"])
+        .env("OMP_NUM_THREADS", "3")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("has 2 threads but OMP_NUM_THREADS=3; running unpinned"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let o = cmlb(&["run", "--time", "0", "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--time must be a positive number of seconds")
+    );
+    let o = cmlb(&["run", "--strategy", "nosuch", "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy 'nosuch'"));
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("p");
+    profile(&p, 1);
+    let o = cmlb(&[
+        "run",
+        "--profile",
+        p.to_str().unwrap(),
+        "--bind",
+        "omp",
+        "--",
+        "/nonexistent/prog",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/prog"));
+}

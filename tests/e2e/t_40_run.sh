@@ -1,0 +1,15 @@
+# `cmlb run` without Slurm: the preload pins every thread of a pthreads program where `cmlb map`
+# plans it, inside the CPUs the process may use.
+CMLB=$repo/target/debug/cmlb
+[ -x "$WORK/pairs" ] && [ -d "$WORK/prof4" ] || { fail "cmlb run tests need t_20's workload and profile"; return; }
+ALL=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+for s in compact scatter; do
+    "$CMLB" run --profile "$WORK/prof4" --strategy "$s" -- "$WORK/pairs" 4 0.2 >"$WORK/r_$s" 2>"$WORK/r_$s.err"
+    "$CMLB" map --profile "$WORK/prof4" --cpuset self --strategy "$s" --format yaml \
+        | awk '/^- thread:/ {t=$3} /^ +pu:/ {print t, $2}' | sort -n > "$WORK/rp_$s"
+    awk '$1 == "thread" {print $2, $6}' "$WORK/r_$s" | sort -n > "$WORK/rg_$s"
+    check "cmlb run --strategy $s pins every thread where cmlb map plans it" diff "$WORK/rp_$s" "$WORK/rg_$s"
+    check "cmlb run --strategy $s reports its plan" contains "$WORK/r_$s.err" "cmlb: run: strategy $s, profile $WORK/prof4 (4 threads), PUs $ALL"
+done
+taskset -c 0 "$CMLB" run --profile "$WORK/prof4" --strategy scatter -- "$WORK/pairs" 4 0.1 >"$WORK/r1" 2>&1
+check "cmlb run plans inside its own affinity (taskset -c 0)" test "$(awk '$1 == "thread" && $6 != "0"' "$WORK/r1" | wc -l)" -eq 0
