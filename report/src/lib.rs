@@ -1,0 +1,193 @@
+//! `cmlb report`: pictures of a profile and a plan.
+//!
+//! [`write_report`] turns a [`Profile`], the [`Topology`] it is mapped onto, a [`Plan`] and the
+//! metrics of every strategy ([`compare`]) into a directory holding a self-contained
+//! `index.html` (no network access needed, images referenced relatively) plus every figure as
+//! PNG and SVG, drawn with `plotters`:
+//!
+//! * `heatmap`: the communication matrix, threads in creation order;
+//! * `heatmap-plan`: the same matrix reordered by the plan, so NUMA groups show as blocks;
+//! * `timeline`: memory-access samples per timeslice with the detected phases and their weights;
+//! * `load`: the load vector as bars coloured by the NUMA node the plan gives each thread;
+//! * `topology`: the plan drawn on the topology (NUMA nodes → cores → PUs → threads).
+//!
+//! The output directory is written atomically: a temporary sibling is filled, then renamed.
+
+mod error;
+mod figures;
+mod fonts;
+mod html;
+mod layout;
+
+pub use error::{ReportError, Result};
+pub use layout::PlanView;
+
+use mapper::metrics::Metrics;
+use mapper::profile::Profile;
+use mapper::strategy::{self, MapInput};
+use mapper::{Plan, Topology};
+use std::path::{Path, PathBuf};
+
+/// One row of the strategy comparison: the strategy's metrics, or why it could not map.
+#[derive(Debug, Clone)]
+pub struct CompareRow {
+    pub strategy: String,
+    /// `Ok(None)` for strategies that do not bind threads (no metrics apply).
+    pub result: std::result::Result<Option<Metrics>, String>,
+}
+
+/// Run every registered strategy on the same input, in the order `cmlb map --compare` prints.
+/// A failing strategy yields a row with its error instead of aborting the comparison.
+pub fn compare(input: &MapInput) -> Vec<CompareRow> {
+    strategy::all()
+        .iter()
+        .map(|s| {
+            let result = match strategy::compute_plan(s.name(), input) {
+                Ok(plan) if plan.assignment.is_empty() => Ok(None),
+                Ok(plan) => Ok(Some(plan.metrics)),
+                Err(e) => Err(e.to_string()),
+            };
+            CompareRow {
+                strategy: s.name().to_string(),
+                result,
+            }
+        })
+        .collect()
+}
+
+/// Everything a report shows.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportInput<'a> {
+    pub profile: &'a Profile,
+    /// Where the profile was read from (shown on the page).
+    pub profile_dir: &'a Path,
+    pub topology: &'a Topology,
+    pub plan: &'a Plan,
+    /// Where the plan came from ("plan.yaml path" or "computed with strategy X").
+    pub plan_source: &'a str,
+    pub compare: &'a [CompareRow],
+}
+
+/// The files a report consists of, relative to its directory.
+pub const FIGURES: [&str; 5] = ["heatmap", "heatmap-plan", "timeline", "load", "topology"];
+
+/// Render the report into `out` (replaced atomically if it exists). Returns the paths written.
+pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
+    let view = PlanView::new(input.plan, input.topology, input.profile.comm.n())?;
+    fonts::ensure()?;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| ReportError::io(parent, e))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".cmlb-report-")
+        .tempdir_in(parent)
+        .map_err(|e| ReportError::io(parent, e))?;
+    let dir = tmp.path();
+    let mut names = Vec::new();
+    let n = input.profile.comm.n();
+    let creation: Vec<usize> = (0..n).collect();
+    figures::render(
+        dir,
+        "heatmap",
+        figures::heatmap_size(n),
+        &figures::Heatmap {
+            comm: &input.profile.comm,
+            order: &creation,
+            view: None,
+            title: "Communication matrix (threads in creation order)",
+        },
+    )?;
+    names.push("heatmap");
+    let order = view.thread_order();
+    figures::render(
+        dir,
+        "heatmap-plan",
+        figures::heatmap_size(n),
+        &figures::Heatmap {
+            comm: &input.profile.comm,
+            order: &order,
+            view: Some(&view),
+            title: "Communication matrix reordered by the plan (blocks = NUMA groups)",
+        },
+    )?;
+    names.push("heatmap-plan");
+    let has_timeline = !input.profile.timeline.is_empty();
+    if has_timeline {
+        figures::render(
+            dir,
+            "timeline",
+            (960, 420),
+            &figures::Timeline {
+                profile: input.profile,
+            },
+        )?;
+        names.push("timeline");
+    }
+    figures::render(
+        dir,
+        "load",
+        (960, 420),
+        &figures::LoadBars {
+            load: &input.profile.load,
+            view: &view,
+            topology: input.topology,
+        },
+    )?;
+    names.push("load");
+    let topo_fig = figures::TopologyFigure::new(input.topology, &view, &input.profile.load);
+    figures::render(dir, "topology", topo_fig.size(), &topo_fig)?;
+    names.push("topology");
+    let page = html::page(input, &view, &names);
+    let index = dir.join("index.html");
+    std::fs::write(&index, page).map_err(|e| ReportError::io(&index, e))?;
+    replace_dir(tmp.keep(), out)?;
+    let mut written = vec![out.join("index.html")];
+    for name in names {
+        written.push(out.join(format!("{name}.png")));
+        written.push(out.join(format!("{name}.svg")));
+    }
+    Ok(written)
+}
+
+/// Move the finished directory `from` to `to`; an existing `to` is replaced only at the end.
+fn replace_dir(from: PathBuf, to: &Path) -> Result<()> {
+    if to.exists() {
+        if !to.is_dir() {
+            let _ = std::fs::remove_dir_all(&from);
+            return Err(ReportError::Output(format!(
+                "{} exists and is not a directory",
+                to.display()
+            )));
+        }
+        let old = to.with_extension(format!("old-{}", std::process::id()));
+        std::fs::rename(to, &old).map_err(|e| ReportError::io(to, e))?;
+        if let Err(e) = std::fs::rename(&from, to) {
+            let _ = std::fs::rename(&old, to);
+            let _ = std::fs::remove_dir_all(&from);
+            return Err(ReportError::io(to, e));
+        }
+        let _ = std::fs::remove_dir_all(&old);
+        Ok(())
+    } else {
+        std::fs::rename(&from, to).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&from);
+            ReportError::io(to, e)
+        })
+    }
+}
+
+/// How metric values are printed in the page's table: 6 significant digits, scientific beyond
+/// 1e7 or below 1e-3 (exact values are kept in each cell's `data-value`).
+pub fn format_metric(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if !(1e-3..1e7).contains(&a) {
+        format!("{v:.5e}")
+    } else {
+        let digits = (5 - a.log10().floor() as i32).clamp(0, 8) as usize;
+        format!("{v:.digits$}")
+    }
+}
