@@ -9,6 +9,7 @@
 //! * [`plan::Plan`]: thread -> PU assignment with its [`metrics`].
 
 pub mod binding;
+pub mod compare;
 pub mod error;
 pub mod matrix;
 pub mod metrics;

@@ -120,10 +120,8 @@ fn label_step(n: usize, pixels: f64, min_gap: f64) -> usize {
     step
 }
 
-pub fn heatmap_size(n: usize) -> (u32, u32) {
-    let _ = n;
-    (860, 760)
-}
+/// Heat maps keep one size: cells shrink as threads grow, labels thin out (see `label_step`).
+pub const HEATMAP_SIZE: (u32, u32) = (860, 760);
 
 /// The communication matrix as coloured cells in the given thread order.
 pub struct Heatmap<'a> {
@@ -218,7 +216,11 @@ impl Figure for Heatmap<'_> {
                 ))
                 .map_err(err)?;
             }
-            if self.order.windows(2).all(|p| view.numa[p[0]] <= view.numa[p[1]]) {
+            if self
+                .order
+                .windows(2)
+                .all(|p| view.numa[p[0]] <= view.numa[p[1]])
+            {
                 // Reordered by the plan: outline each NUMA group's diagonal block.
                 let mut start = 0;
                 for (_, size) in view.groups() {
@@ -391,9 +393,7 @@ impl Figure for Timeline<'_> {
             ))
             .map_err(err)?
             .label("samples")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(170, 170, 170))
-            });
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(170, 170, 170)));
         chart
             .draw_series(LineSeries::new(
                 downsample(&smooth, 2000),
@@ -473,10 +473,17 @@ impl Figure for LoadBars<'_> {
         let bar = |t: usize| [(t as f64 - 0.4, 0.0), (t as f64 + 0.4, self.load[t])];
         if self.view.pu.is_none() {
             chart
-                .draw_series((0..n).map(|t| Rectangle::new(bar(t), RGBColor(150, 150, 150).filled())))
+                .draw_series(
+                    (0..n).map(|t| Rectangle::new(bar(t), RGBColor(150, 150, 150).filled())),
+                )
                 .map_err(err)?
                 .label("not bound (plan does not place threads)")
-                .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], RGBColor(150, 150, 150).filled()));
+                .legend(|(x, y)| {
+                    Rectangle::new(
+                        [(x, y - 5), (x + 10, y + 5)],
+                        RGBColor(150, 150, 150).filled(),
+                    )
+                });
         } else {
             for (k, node) in self.topology.numa.iter().enumerate() {
                 let threads: Vec<usize> = (0..n).filter(|&t| self.view.numa[t] == k).collect();
@@ -486,7 +493,11 @@ impl Figure for LoadBars<'_> {
                 let total: f64 = threads.iter().map(|&t| self.load[t]).sum();
                 let colour = numa_colour(k);
                 chart
-                    .draw_series(threads.iter().map(|&t| Rectangle::new(bar(t), colour.filled())))
+                    .draw_series(
+                        threads
+                            .iter()
+                            .map(|&t| Rectangle::new(bar(t), colour.filled())),
+                    )
                     .map_err(err)?
                     .label(format!(
                         "NUMA {}: {} threads, load {}",
@@ -558,7 +569,8 @@ impl<'a> TopologyFigure<'a> {
         let core_rows = max_cores.div_ceil(core_cols) as i32;
         let numa_w = (core_cols as i32 * (core_w + PAD) + PAD).max(260);
         let numa_h = NUMA_HEAD + core_rows * (core_h + PAD) + PAD;
-        let numa_cols = ((MAX_WIDTH / (numa_w + 2 * PAD)) as usize).clamp(1, topology.numa.len().max(1));
+        let numa_cols =
+            ((MAX_WIDTH / (numa_w + 2 * PAD)) as usize).clamp(1, topology.numa.len().max(1));
         TopologyFigure {
             topology,
             view,
@@ -624,7 +636,9 @@ impl Figure for TopologyFigure<'_> {
             ))
             .map_err(err)?;
             let threads: Vec<usize> = match &self.view.pu {
-                Some(_) => (0..self.view.n).filter(|&t| self.view.numa[t] == k).collect(),
+                Some(_) => (0..self.view.n)
+                    .filter(|&t| self.view.numa[t] == k)
+                    .collect(),
                 None => Vec::new(),
             };
             let load: f64 = threads.iter().map(|&t| self.load[t]).sum();
@@ -697,8 +711,12 @@ impl Figure for TopologyFigure<'_> {
                     } else {
                         TextStyle::from((FONT, 14).into_font().style(FontStyle::Bold))
                     };
-                    root.draw(&Text::new(label, (x + PU_W / 2, y + 27), style.pos(centred)))
-                        .map_err(err)?;
+                    root.draw(&Text::new(
+                        label,
+                        (x + PU_W / 2, y + 27),
+                        style.pos(centred),
+                    ))
+                    .map_err(err)?;
                 }
             }
         }

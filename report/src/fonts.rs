@@ -34,7 +34,11 @@ pub fn ensure() -> Result<()> {
 fn load(candidates: &[&str], env: Option<&str>) -> std::result::Result<(String, Vec<u8>), String> {
     let mut tried = Vec::new();
     let env_path = env.and_then(|v| std::env::var(v).ok());
-    for path in env_path.iter().map(String::as_str).chain(candidates.iter().copied()) {
+    for path in env_path
+        .iter()
+        .map(String::as_str)
+        .chain(candidates.iter().copied())
+    {
         match std::fs::read(path) {
             Ok(bytes) => return Ok((path.to_string(), bytes)),
             Err(_) => tried.push(path.to_string()),

@@ -2,7 +2,9 @@
 
 use crate::figures::{phase_spans, short_num};
 use crate::layout::PlanView;
-use crate::{CompareRow, ReportInput};
+use crate::ReportInput;
+use mapper::compare::num;
+use mapper::Plan;
 use std::fmt::Write;
 
 pub fn escape(s: &str) -> String {
@@ -21,11 +23,9 @@ pub fn escape(s: &str) -> String {
 }
 
 /// A metric cell: readable text, and the exact value in `data-value` for tools and tests.
-fn metric_cell(v: f64) -> String {
-    format!(
-        "<td class=\"num\" data-value=\"{v:e}\">{}</td>",
-        crate::format_metric(v)
-    )
+/// `num` is the formatting `cmlb map --compare` uses, so the page shows the same strings.
+fn metric_cell(v: f64, text: String) -> String {
+    format!("<td class=\"num\" data-value=\"{v:e}\">{text}</td>")
 }
 
 const STYLE: &str = r#"
@@ -60,10 +60,10 @@ window.addEventListener('load', function () {
 "#;
 
 fn figure(out: &mut String, name: &str, alt: &str, caption: &str) {
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<figure id=\"fig-{name}\"><img src=\"{name}.svg\" alt=\"{alt}\">\
-<figcaption>{caption} (<a href=\"{name}.png\">PNG</a>, <a href=\"{name}.svg\">SVG</a>)</figcaption></figure>\n",
+<figcaption>{caption} (<a href=\"{name}.png\">PNG</a>, <a href=\"{name}.svg\">SVG</a>)</figcaption></figure>",
         alt = escape(alt)
     );
 }
@@ -128,7 +128,7 @@ pub fn page(input: &ReportInput, view: &PlanView, figures: &[&str]) -> String {
         "<p class=\"note\">RemoteComm: communication between threads on different NUMA nodes \
 (lower is better). Load_std: standard deviation of the per-NUMA-node memory load (lower is \
 better). Quality: EagerMap's Σ A[i][j] / distance (higher is better). Hop-bytes: Σ A[i][j] · hops \
-(lower is better). Mapping time is the strategy's own run time on this machine.</p>\n",
+(lower is better). MRAM cost: predicted memory cost of the shared accesses (lower is better). Mapping time is the strategy's own run time on this machine.</p>\n",
     );
 
     h.push_str("<h2>Communication matrix</h2>\n<div class=\"pair\">\n");
@@ -214,13 +214,13 @@ better). Quality: EagerMap's Σ A[i][j] / distance (higher is better). Hop-bytes
     h
 }
 
-fn compare_table(h: &mut String, rows: &[CompareRow], chosen: &str) {
+fn compare_table(h: &mut String, rows: &[(String, Result<Plan, String>)], chosen: &str) {
     h.push_str(
         "<table id=\"compare\"><tr><th>strategy</th><th>RemoteComm</th><th>Load_std</th>\
-<th>quality</th><th>hop-bytes</th><th>mapping time (ms)</th></tr>\n",
+<th>quality</th><th>hop-bytes</th><th>MRAM cost</th><th>mapping time (ms)</th></tr>\n",
     );
-    for r in rows {
-        let class = if r.strategy == chosen {
+    for (strategy, result) in rows {
+        let class = if strategy == chosen {
             " class=\"chosen\""
         } else {
             ""
@@ -228,17 +228,31 @@ fn compare_table(h: &mut String, rows: &[CompareRow], chosen: &str) {
         let _ = write!(
             h,
             "<tr{class} data-strategy=\"{s}\"><td>{s}</td>",
-            s = escape(&r.strategy)
+            s = escape(strategy)
         );
-        match &r.result {
-            Ok(Some(m)) => {
-                for v in [m.remote_comm, m.load_std, m.quality, m.hop_bytes, m.mapping_ms] {
-                    h.push_str(&metric_cell(v));
-                }
+        match result {
+            Ok(p) if p.assignment.is_empty() => {
+                h.push_str("<td colspan=\"6\" class=\"note\">(no binding)</td>")
             }
-            Ok(None) => h.push_str("<td colspan=\"5\" class=\"note\">does not bind threads</td>"),
+            Ok(p) => {
+                let m = &p.metrics;
+                for v in [
+                    m.remote_comm,
+                    m.load_std,
+                    m.quality,
+                    m.hop_bytes,
+                    m.mram_cost,
+                ] {
+                    h.push_str(&metric_cell(v, num(v)));
+                }
+                h.push_str(&metric_cell(m.mapping_ms, format!("{:.3}", m.mapping_ms)));
+            }
             Err(e) => {
-                let _ = write!(h, "<td colspan=\"5\" class=\"note\">failed: {}</td>", escape(e));
+                let _ = write!(
+                    h,
+                    "<td colspan=\"6\" class=\"note\">error: {}</td>",
+                    escape(e)
+                );
             }
         }
         h.push_str("</tr>\n");

@@ -113,7 +113,11 @@ mod tests {
                     .collect(),
             )
         };
-        Topology::build(&NodeSpec::new(Level::Machine, 0, vec![numa(0), numa(1)]), "test").unwrap()
+        Topology::build(
+            &NodeSpec::new(Level::Machine, 0, vec![numa(0), numa(1)]),
+            "test",
+        )
+        .unwrap()
     }
 
     fn plan(pus: &[u32]) -> Plan {

@@ -1,7 +1,7 @@
 //! `cmlb report`: pictures of a profile and a plan.
 //!
 //! [`write_report`] turns a [`Profile`], the [`Topology`] it is mapped onto, a [`Plan`] and the
-//! metrics of every strategy ([`compare`]) into a directory holding a self-contained
+//! metrics of every strategy ([`mapper::compare::compare`]) into a directory holding a self-contained
 //! `index.html` (no network access needed, images referenced relatively) plus every figure as
 //! PNG and SVG, drawn with `plotters`:
 //!
@@ -22,38 +22,9 @@ mod layout;
 pub use error::{ReportError, Result};
 pub use layout::PlanView;
 
-use mapper::metrics::Metrics;
 use mapper::profile::Profile;
-use mapper::strategy::{self, MapInput};
 use mapper::{Plan, Topology};
 use std::path::{Path, PathBuf};
-
-/// One row of the strategy comparison: the strategy's metrics, or why it could not map.
-#[derive(Debug, Clone)]
-pub struct CompareRow {
-    pub strategy: String,
-    /// `Ok(None)` for strategies that do not bind threads (no metrics apply).
-    pub result: std::result::Result<Option<Metrics>, String>,
-}
-
-/// Run every registered strategy on the same input, in the order `cmlb map --compare` prints.
-/// A failing strategy yields a row with its error instead of aborting the comparison.
-pub fn compare(input: &MapInput) -> Vec<CompareRow> {
-    strategy::all()
-        .iter()
-        .map(|s| {
-            let result = match strategy::compute_plan(s.name(), input) {
-                Ok(plan) if plan.assignment.is_empty() => Ok(None),
-                Ok(plan) => Ok(Some(plan.metrics)),
-                Err(e) => Err(e.to_string()),
-            };
-            CompareRow {
-                strategy: s.name().to_string(),
-                result,
-            }
-        })
-        .collect()
-}
 
 /// Everything a report shows.
 #[derive(Debug, Clone, Copy)]
@@ -65,7 +36,8 @@ pub struct ReportInput<'a> {
     pub plan: &'a Plan,
     /// Where the plan came from ("plan.yaml path" or "computed with strategy X").
     pub plan_source: &'a str,
-    pub compare: &'a [CompareRow],
+    /// Every strategy's plan on the same input ([`mapper::compare::compare`]).
+    pub compare: &'a [(String, std::result::Result<Plan, String>)],
 }
 
 /// The files a report consists of, relative to its directory.
@@ -91,7 +63,7 @@ pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
     figures::render(
         dir,
         "heatmap",
-        figures::heatmap_size(n),
+        figures::HEATMAP_SIZE,
         &figures::Heatmap {
             comm: &input.profile.comm,
             order: &creation,
@@ -104,7 +76,7 @@ pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
     figures::render(
         dir,
         "heatmap-plan",
-        figures::heatmap_size(n),
+        figures::HEATMAP_SIZE,
         &figures::Heatmap {
             comm: &input.profile.comm,
             order: &order,
@@ -175,19 +147,5 @@ fn replace_dir(from: PathBuf, to: &Path) -> Result<()> {
             let _ = std::fs::remove_dir_all(&from);
             ReportError::io(to, e)
         })
-    }
-}
-
-/// How metric values are printed in the page's table: 6 significant digits, scientific beyond
-/// 1e7 or below 1e-3 (exact values are kept in each cell's `data-value`).
-pub fn format_metric(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if !(1e-3..1e7).contains(&a) {
-        format!("{v:.5e}")
-    } else {
-        let digits = (5 - a.log10().floor() as i32).clamp(0, 8) as usize;
-        format!("{v:.digits$}")
     }
 }

@@ -1,10 +1,11 @@
 //! Renders a report for a profile with a known pattern and checks what lands on disk.
 
+use mapper::compare::compare;
 use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use mapper::strategy::{compute_plan, MapInput};
 use mapper::topology::NodeSpec;
 use mapper::{CommMatrix, Level, Topology};
-use report::{compare, write_report, ReportInput};
+use report::{write_report, ReportInput};
 
 /// `numa` nodes × `cores` cores × 2 PUs, OS indexes in tree order.
 fn topology(numa: u32, cores: u32) -> Topology {
@@ -25,7 +26,11 @@ fn topology(numa: u32, cores: u32) -> Topology {
             NodeSpec::new(Level::Numa, n, cs)
         })
         .collect();
-    Topology::build(&NodeSpec::new(Level::Machine, 0, nodes), "test: numa:2 core:4 pu:2").unwrap()
+    Topology::build(
+        &NodeSpec::new(Level::Machine, 0, nodes),
+        "test: numa:2 core:4 pu:2",
+    )
+    .unwrap()
 }
 
 /// 16 threads in 4 interleaved cliques (thread t talks to t±4, t±8, ...): in creation order the
@@ -45,14 +50,25 @@ fn profile() -> Profile {
     let load: Vec<f64> = (0..n).map(|t| 100.0 + 50.0 * (t % 3) as f64).collect();
     let timeline: Vec<TimelineRow> = (0..600)
         .map(|k| {
-            let phase = if k < 250 { 0 } else if k > 300 { 1 } else { -1 };
+            let phase = if k < 250 {
+                0
+            } else if k > 300 {
+                1
+            } else {
+                -1
+            };
             let base = match phase {
                 0 => 40.0,
                 1 => 90.0,
                 _ => 5.0,
             };
             let s = base + ((k * 7) % 11) as f64;
-            TimelineRow { t_ms: k as f64, samples: s, smoothed: base + 5.0, phase }
+            TimelineRow {
+                t_ms: k as f64,
+                samples: s,
+                smoothed: base + 5.0,
+                phase,
+            }
         })
         .collect();
     Profile {
@@ -77,8 +93,16 @@ fn profile() -> Profile {
                 })
                 .collect(),
             phases: vec![
-                Phase { start_ms: 0.0, end_ms: 249.0, weight: 45.0 },
-                Phase { start_ms: 301.0, end_ms: 599.0, weight: 95.0 },
+                Phase {
+                    start_ms: 0.0,
+                    end_ms: 249.0,
+                    weight: 45.0,
+                },
+                Phase {
+                    start_ms: 301.0,
+                    end_ms: 599.0,
+                    weight: 95.0,
+                },
             ],
             params: Default::default(),
         },
@@ -92,9 +116,14 @@ fn profile() -> Profile {
 fn writes_page_and_every_figure_in_png_and_svg() {
     let topo = topology(2, 4);
     let prof = profile();
-    let input = MapInput { comm: &prof.comm, load: &prof.load, topology: &topo, seed: 1 };
+    let input = MapInput {
+        comm: &prof.comm,
+        load: &prof.load,
+        topology: &topo,
+        seed: 1,
+    };
     let plan = compute_plan("scatter", &input).unwrap();
-    let rows = compare(&input);
+    let rows = compare(&input, None, None);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rep");
     let written = write_report(
@@ -113,16 +142,26 @@ fn writes_page_and_every_figure_in_png_and_svg() {
         for ext in ["png", "svg"] {
             let p = out.join(format!("{name}.{ext}"));
             let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            assert!(bytes.len() > 1000, "{} is only {} bytes", p.display(), bytes.len());
+            assert!(
+                bytes.len() > 1000,
+                "{} is only {} bytes",
+                p.display(),
+                bytes.len()
+            );
             assert!(written.contains(&p));
         }
-        assert!(std::fs::read(out.join(format!("{name}.png"))).unwrap().starts_with(b"\x89PNG"));
+        assert!(std::fs::read(out.join(format!("{name}.png")))
+            .unwrap()
+            .starts_with(b"\x89PNG"));
     }
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("worker&lt;3&gt;"), "thread names are escaped");
-    assert!(!html.contains("http://") && !html.contains("https://"), "page must work offline");
-    for r in &rows {
-        assert!(html.contains(&format!("data-strategy=\"{}\"", r.strategy)));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "page must work offline"
+    );
+    for (name, _) in &rows {
+        assert!(html.contains(&format!("data-strategy=\"{name}\"")));
     }
     // Nothing but the finished directory is left next to it.
     let siblings: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

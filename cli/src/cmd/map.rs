@@ -3,6 +3,7 @@
 
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
+use mapper::compare::{num, plan_for};
 use mapper::mram::LevelCosts;
 use mapper::plan::write_atomic;
 use mapper::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
@@ -191,33 +192,6 @@ fn read_samples(a: &Args) -> anyhow::Result<Option<Arc<SampleLog>>> {
     Ok(Some(Arc::new(read_samples_csv(&path)?)))
 }
 
-/// Look the strategy up, hand it the sample log if it uses one, and compute the plan
-/// (with mram_cost recomputed for the user's latencies, if given).
-fn plan_for(
-    spec: &str,
-    input: &MapInput,
-    samples: Option<&Arc<SampleLog>>,
-    costs: Option<&LevelCosts>,
-) -> mapper::Result<Plan> {
-    strategy::validate(input)?;
-    let s = strategy::by_name(spec)?;
-    let s = samples
-        .and_then(|log| s.with_samples(Arc::clone(log)))
-        .unwrap_or(s);
-    let mut plan = strategy::compute_plan_with(s.as_ref(), input)?;
-    if let Some(c) = costs {
-        let pus: Option<Vec<usize>> = plan
-            .assignment
-            .iter()
-            .map(|a| input.topology.pu_position(a.pu))
-            .collect();
-        if let Some(pus) = pus.filter(|p| !p.is_empty()) {
-            plan.metrics.mram_cost = mapper::mram::predict(input.comm, input.topology, &pus, c);
-        }
-    }
-    Ok(plan)
-}
-
 fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
     let json = out
         .extension()
@@ -231,19 +205,6 @@ fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
     }
     log::info!("plan written to {}", out.display());
     Ok(())
-}
-
-/// Numbers for people: integers as integers, large or tiny values in scientific notation.
-fn num(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.fract() == 0.0 && v.abs() < 1e9 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1e9 || v.abs() < 1e-3 {
-        format!("{v:.4e}")
-    } else {
-        format!("{v:.3}")
-    }
 }
 
 fn metrics_rows(m: &mapper::metrics::Metrics) -> Vec<(&'static str, String)> {
@@ -340,13 +301,7 @@ fn compare(
     costs: Option<&LevelCosts>,
     format: Format,
 ) -> anyhow::Result<()> {
-    let results: Vec<(String, Result<Plan, String>)> = strategy::all()
-        .iter()
-        .map(|s| {
-            let r = plan_for(s.name(), input, samples, costs).map_err(|e| e.to_string());
-            (s.name().to_string(), r)
-        })
-        .collect();
+    let results = mapper::compare::compare(input, samples, costs);
     match format {
         Format::Json | Format::Yaml => {
             let v: Vec<serde_json::Value> = results

@@ -1,0 +1,102 @@
+//! `cmlb report`: an HTML page with pictures of a profile and a plan (thin layer over the
+//! `report` crate).
+
+use anyhow::Context;
+use clap::Args as ClapArgs;
+use mapper::compare::{compare, plan_for};
+use mapper::profile::samples::{read_samples_csv, SAMPLES_FILE};
+use mapper::profile::Profile;
+use mapper::strategy::{self, MapInput};
+use mapper::Plan;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(ClapArgs)]
+#[command(
+    after_help = "Writes OUT/index.html (opens offline, no network) and every figure as \
+PNG and SVG: heatmap, heatmap-plan, timeline, load, topology.
+
+Examples:
+  cmlb report prof                                   # plan computed with the default strategy
+  cmlb report prof --plan plan.yaml --out prof-report
+  cmlb report prof --topology \"pack:2 numa:4 core:4 pu:2\" --strategy spectral"
+)]
+pub struct Args {
+    /// Profile directory written by `cmlb profile` (profile.yaml, comm.csv, load.csv,
+    /// timeline.csv).
+    #[arg(value_name = "PROFILE_DIR")]
+    pub profile: PathBuf,
+    /// Plan to draw (plan.yaml from `cmlb map --out`); without it the plan is computed with
+    /// --strategy.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// Strategy for the plan when no --plan is given.
+    #[arg(long, default_value = strategy::DEFAULT, conflicts_with = "plan")]
+    pub strategy: String,
+    /// `live`, a path to an hwloc XML file, or an hwloc synthetic description
+    /// such as "pack:2 numa:2 l3:1 core:8 pu:2".
+    #[arg(long, default_value = "live")]
+    pub topology: String,
+    /// Only use these PUs (OS indexes, Linux list format), or `self`.
+    #[arg(long, value_name = "LIST|self")]
+    pub cpuset: Option<String>,
+    /// Seed for randomised strategies (same as `cmlb map --seed`).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output directory (replaced atomically). Default: PROFILE_DIR/report.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if !a.profile.is_dir() {
+        anyhow::bail!(
+            "{}: not a profile directory (expected a directory with profile.yaml, comm.csv and load.csv)",
+            a.profile.display()
+        );
+    }
+    let profile = Profile::read_dir(&a.profile)?;
+    let topo = super::topology::load(&a.topology, a.cpuset.as_deref())?;
+    let input = MapInput {
+        comm: &profile.comm,
+        load: &profile.load,
+        topology: &topo,
+        seed: a.seed,
+    };
+    // dagtm (and any strategy using the raw sample log) sees the profile's samples.csv.
+    let samples_path = a.profile.join(SAMPLES_FILE);
+    let samples = if samples_path.exists() {
+        Some(Arc::new(read_samples_csv(&samples_path)?))
+    } else {
+        None
+    };
+    let (plan, source) = match &a.plan {
+        Some(path) => {
+            let plan = Plan::read_yaml(path)?;
+            let source = format!("{} (strategy '{}')", path.display(), plan.strategy);
+            (plan, source)
+        }
+        None => {
+            let plan = plan_for(&a.strategy, &input, samples.as_ref(), None)?;
+            let source = format!("computed with strategy '{}'", plan.strategy);
+            (plan, source)
+        }
+    };
+    let compare = compare(&input, samples.as_ref(), None);
+    let out = a.out.clone().unwrap_or_else(|| a.profile.join("report"));
+    let written = report::write_report(
+        &report::ReportInput {
+            profile: &profile,
+            profile_dir: &a.profile,
+            topology: &topo,
+            plan: &plan,
+            plan_source: &source,
+            compare: &compare,
+        },
+        &out,
+    )
+    .with_context(|| format!("writing the report to {}", out.display()))?;
+    println!("{}", out.join("index.html").display());
+    log::info!("wrote {} files", written.len());
+    Ok(())
+}
