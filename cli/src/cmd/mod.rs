@@ -1,5 +1,5 @@
 //! One module per subcommand.
 pub mod map;
-pub mod run;
 pub mod report;
+pub mod run;
 pub mod topology;
