@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod error;
+pub mod hw;
 pub mod sample;
 
 pub use analysis::{analyze, AnalysisParams, Analyzer, ThreadSpec};

@@ -1,0 +1,13 @@
+//! The **hw** backend's machine-independent half: perf_event attr settings for Intel PEBS,
+//! AMD IBS op and Arm SPE ([`events`]), sample-record decoding ([`record`]) and
+//! `perf_mem_data_src` classification into load/store and DRAM local/remote ([`datasrc`]).
+//! None of this needs the hardware, so it is tested on hand-built records and fake sysfs
+//! trees; the live backend opens the events and feeds ring-buffer bytes to [`record::records`].
+
+pub mod datasrc;
+pub mod events;
+pub mod record;
+
+pub use datasrc::{DataSrc, MemSource};
+pub use events::HwEvent;
+pub use record::{records, HwSample, Record, SampleLayout};
