@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod error;
 pub mod hw;
+pub mod import;
 pub mod sample;
 
 pub use analysis::{analyze, AnalysisParams, Analyzer, ThreadSpec};

@@ -481,10 +481,7 @@ mod tests {
             panic!()
         };
         assert_eq!(s.ip, Some(0x40_1000));
-        assert_eq!(
-            (s.pid, s.tid, s.time, s.addr),
-            (10, 11, 5000, 0xdead_bee0)
-        );
+        assert_eq!((s.pid, s.tid, s.time, s.addr), (10, 11, 5000, 0xdead_bee0));
         assert_eq!(s.cpu, Some(3));
         assert_eq!(s.period, Some(2000));
         assert_eq!(s.weight, Some(250));
