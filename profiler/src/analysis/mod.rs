@@ -19,6 +19,7 @@ pub mod load;
 use crate::error::{ProfileError, Result};
 use crate::sample::Sample;
 pub use comm::{CommDetector, CommStats, Expiration};
+use mapper::profile::samples::LoggedSample;
 use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow, PROFILE_SCHEMA};
 use std::collections::{BTreeMap, HashMap};
 
@@ -69,6 +70,10 @@ pub struct AnalysisParams {
     /// Samples further than this from the origin are rejected as corrupt (default 7 days),
     /// because the timeslice series would need one entry per millisecond up to them.
     pub max_span_ns: u64,
+    /// Keep up to this many raw samples `(thread index, time, addr)` for `profile/samples.csv`
+    /// (methods that need each thread's access order, e.g. `dagtm`); 0 = none. The first
+    /// samples are kept, later ones are counted in `sample_log.dropped`.
+    pub sample_log_limit: usize,
 }
 
 impl Default for AnalysisParams {
@@ -85,6 +90,7 @@ impl Default for AnalysisParams {
             unknown_threads: UnknownThreads::Append,
             origin_ns: None,
             max_span_ns: 7 * 24 * 3600 * 1_000_000_000,
+            sample_log_limit: 0,
         }
     }
 }
@@ -201,6 +207,8 @@ pub struct Analyzer {
     unknown_tid: u64,
     before_origin: u64,
     appended_threads: usize,
+    log: Vec<LoggedSample>,
+    log_dropped: u64,
 }
 
 impl Analyzer {
@@ -235,6 +243,8 @@ impl Analyzer {
             unknown_tid: 0,
             before_origin: 0,
             appended_threads: 0,
+            log: Vec::new(),
+            log_dropped: 0,
         })
     }
 
@@ -286,6 +296,17 @@ impl Analyzer {
         self.last_time = self.last_time.max(s.time_ns);
         self.samples[thread] += 1;
         self.comm.push(thread, s.time_ns, s.addr);
+        if self.params.sample_log_limit > 0 {
+            if self.log.len() < self.params.sample_log_limit {
+                self.log.push(LoggedSample {
+                    thread,
+                    time_ns: s.time_ns,
+                    addr: s.addr,
+                });
+            } else {
+                self.log_dropped += 1;
+            }
+        }
         self.all.add(thread, slice);
         match s.dram {
             Some(true) => {
@@ -306,6 +327,17 @@ impl Analyzer {
     /// Compute the load vector and assemble the profile. The caller fills the run's identity
     /// (command, host, topology, backend, sample period, lost samples) in `meta`.
     pub fn finish(self) -> Profile {
+        self.finish_with_log().0
+    }
+
+    /// [`Analyzer::finish`], plus the raw sample log kept under `sample_log_limit`, for
+    /// `mapper::profile::samples::write_samples_csv` (write it into the profile directory).
+    pub fn finish_with_log(mut self) -> (Profile, Vec<LoggedSample>) {
+        let log = std::mem::take(&mut self.log);
+        (self.finish_profile(), log)
+    }
+
+    fn finish_profile(self) -> Profile {
         let p = &self.params;
         let n = self.threads.len();
         let dram_only = match p.load_filter {
@@ -409,6 +441,10 @@ impl Analyzer {
         put("samples_unknown_tid", self.unknown_tid.to_string());
         put("samples_before_origin", self.before_origin.to_string());
         put("threads_from_samples", self.appended_threads.to_string());
+        if p.sample_log_limit > 0 {
+            put("sample_log.limit", p.sample_log_limit.to_string());
+            put("sample_log.dropped", self.log_dropped.to_string());
+        }
 
         let total: u64 = self.samples.iter().sum();
         let duration_s = match self.origin {

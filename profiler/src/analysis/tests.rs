@@ -322,3 +322,32 @@ fn profile_round_trips_through_the_profile_directory() {
     assert_eq!(back.meta, p.meta);
     assert_eq!(back.timeline.len(), p.timeline.len());
 }
+
+#[test]
+fn sample_log_keeps_the_first_samples_with_thread_indices() {
+    let params = AnalysisParams {
+        sample_log_limit: 3,
+        ..AnalysisParams::default()
+    };
+    let mut a = Analyzer::new(&threads(2), params).unwrap();
+    for k in 0..5u64 {
+        a.push(&s(100 + (k % 2) as i32, k * 10, 0x1000 + k))
+            .unwrap();
+    }
+    let (p, log) = a.finish_with_log();
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        (log[1].thread, log[1].time_ns, log[1].addr),
+        (1, 10, 0x1001)
+    );
+    assert_eq!(p.meta.params["sample_log.dropped"], "2");
+    // The log round-trips through the shared samples.csv writer/reader.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(mapper::profile::samples::SAMPLES_FILE);
+    mapper::profile::samples::write_samples_csv(&path, &log).unwrap();
+    let back = mapper::profile::samples::read_samples_csv(&path).unwrap();
+    assert_eq!(back.threads, vec![vec![0x1000, 0x1002], vec![0x1001]]);
+    // Off by default: no log, no params entry.
+    let p = analyze([s(100, 0, 1)], &threads(1), &AnalysisParams::default()).unwrap();
+    assert!(!p.meta.params.contains_key("sample_log.limit"));
+}
