@@ -499,3 +499,74 @@ mod tests {
         assert_eq!(d.count(2, 0), 1);
     }
 }
+
+#[cfg(test)]
+mod reference {
+    //! The table against a brute-force reading of Algorithm 3-1 on random streams.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// For each sample, count every other thread whose most recent earlier sample on the same
+    /// line is younger than the period.
+    fn brute_force(n: usize, samples: &[(usize, u64, u64)], period: u64, line: u64) -> Vec<u64> {
+        let mut counts = vec![0u64; n * n];
+        for (i, &(t1, time1, a1)) in samples.iter().enumerate() {
+            for t2 in (0..n).filter(|&t| t != t1) {
+                let last = samples[..i]
+                    .iter()
+                    .rev()
+                    .find(|&&(t, _, a)| t == t2 && a / line == a1 / line);
+                if let Some(&(_, time2, _)) = last {
+                    if time1 - time2 < period {
+                        counts[t1 * n + t2] += 1;
+                        counts[t2 * n + t1] += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
+    proptest! {
+        #[test]
+        fn table_matches_brute_force(
+            steps in proptest::collection::vec((0usize..4, 0u64..50, 0u64..512), 1..200),
+            period in 1u64..200,
+            capacity in prop_oneof![Just(8usize), Just(1 << 16)],
+        ) {
+            let mut time = 0;
+            let samples: Vec<(usize, u64, u64)> = steps
+                .iter()
+                .map(|&(t, dt, a)| {
+                    time += dt;
+                    (t, time, a)
+                })
+                .collect();
+            let mut d = CommDetector::new(4, 64, Expiration::Fixed { ns: period }, capacity);
+            for &(t, time, a) in &samples {
+                d.push(t, time, a);
+            }
+            let want = brute_force(4, &samples, period, 64);
+            let m = d.matrix();
+            if d.stats().evicted == 0 {
+                for i in 0..4 {
+                    for j in 0..4 {
+                        prop_assert_eq!(m.get(i, j), want[i * 4 + j] as f64, "pair {} {}", i, j);
+                    }
+                }
+            } else {
+                // Evictions can only lose communications.
+                for i in 0..4 {
+                    for j in 0..4 {
+                        prop_assert!(m.get(i, j) <= want[i * 4 + j] as f64);
+                    }
+                }
+            }
+            for i in 0..4 {
+                for j in 0..4 {
+                    prop_assert_eq!(m.get(i, j), m.get(j, i));
+                }
+            }
+        }
+    }
+}
