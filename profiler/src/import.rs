@@ -461,5 +461,40 @@ pub fn read_trace(format: ImportFormat, path: &Path) -> Result<Trace> {
     }
 }
 
+/// Import a trace and analyse it into a profile: `meta.backend` is `import:FORMAT`,
+/// `meta.command` names the file, and the import's thread order and skipped lines are
+/// recorded under `params` (`import.*`). Fills what the trace knows; host/topology stay empty.
+pub fn profile_trace(
+    format: ImportFormat,
+    path: &Path,
+    params: &crate::analysis::AnalysisParams,
+) -> Result<mapper::profile::Profile> {
+    let trace = read_trace(format, path)?;
+    let mut p = crate::analysis::analyze(&trace.samples, &trace.threads, params)?;
+    let name = match format {
+        ImportFormat::PerfScript => "perf-script",
+        ImportFormat::Csv => "csv",
+    };
+    p.meta.backend = format!("import:{name}");
+    p.meta.command = vec![path.display().to_string()];
+    let mut put = |k: &str, v: String| {
+        p.meta.params.insert(k.to_string(), v);
+    };
+    put("import.file", path.display().to_string());
+    put(
+        "import.thread_order",
+        match trace.thread_order {
+            ThreadOrder::ForkRecords => "fork records".to_string(),
+            ThreadOrder::FirstAppearance => "first appearance".to_string(),
+        },
+    );
+    put("import.skipped_no_addr", trace.skipped_no_addr.to_string());
+    put(
+        "import.skipped_other_lines",
+        trace.skipped_other.to_string(),
+    );
+    Ok(p)
+}
+
 #[cfg(test)]
 mod tests;

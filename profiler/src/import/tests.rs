@@ -300,3 +300,20 @@ fn imported_ring_trace_analyses_to_neighbours() {
     }
     assert_eq!(p.meta.threads[0].name, "app");
 }
+
+#[test]
+fn profile_trace_records_where_the_profile_came_from() {
+    let f = file("tid,time_ns,addr,kind,dram\n1,0,0x40,load,true\n2,10,0x48,store,\n");
+    let p = profile_trace(ImportFormat::Csv, f.path(), &Default::default()).unwrap();
+    assert_eq!(p.meta.backend, "import:csv");
+    assert_eq!(p.meta.command, vec![f.path().display().to_string()]);
+    assert_eq!(p.meta.params["import.thread_order"], "first appearance");
+    assert_eq!(p.meta.samples, 2);
+    assert!(p.meta.load_dram_only);
+    assert_eq!(p.comm.get(0, 1), 1.0);
+    assert_eq!(
+        ImportFormat::parse("perf-script"),
+        Some(ImportFormat::PerfScript)
+    );
+    assert_eq!(ImportFormat::parse("pebs"), None);
+}
