@@ -30,6 +30,8 @@ enum Command {
     Map(cmd::map::Args),
     /// Profile if needed, map, and run a program with its threads pinned (no Slurm needed).
     Run(cmd::run::Args),
+    /// Compare every strategy and Scotch on known patterns and EagerMap's matrices.
+    Eval(cmd::eval::Args),
     /// Write an HTML page with heat maps, timeline, load bars and the plan on the topology.
     Report(cmd::report::Args),
 }
@@ -51,6 +53,7 @@ fn main() {
         Command::Map(a) => cmd::map::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Eval(a) => cmd::eval::run(a),
     };
     if let Err(e) = result {
         eprintln!("cmlb: error: {}", one_line(&e));

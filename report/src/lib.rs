@@ -14,6 +14,7 @@
 //! The output directory is written atomically: a temporary sibling is filled, then renamed.
 
 mod error;
+pub mod eval;
 mod figures;
 mod fonts;
 mod html;

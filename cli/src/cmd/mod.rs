@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod eval;
 pub mod map;
 pub mod report;
 pub mod run;
