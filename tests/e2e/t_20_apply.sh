@@ -68,6 +68,10 @@ threads "$WORK/batch.out" > "$WORK/got_batch"
 check "sbatch --cmlb-map=apply pins the threads of the script's srun" diff "$WORK/plan_scatter" "$WORK/got_batch"
 check "the batch script itself is not pinned" contains "$WORK/batch.out" "batch OMP_PLACES=unset cpus $ALL"
 
+salloc -n1 -c2 --cmlb-map="apply:profile=$P,strategy=scatter" srun "$WORK/pairs" 4 0.2 >"$WORK/salloc.out" 2>/dev/null
+threads "$WORK/salloc.out" > "$WORK/got_salloc"
+check "salloc --cmlb-map=apply pins the threads of its srun" diff "$WORK/plan_scatter" "$WORK/got_salloc"
+
 # Degraded runs: one warning, exit status of the program, all threads on the whole allocation.
 mkdir -p "$WORK/corrupt" && cp -r "$P"/. "$WORK/corrupt/" && echo "1,2,x" > "$WORK/corrupt/comm.csv"
 srun -n1 -c2 --cmlb-map="apply:profile=$WORK/corrupt" "$WORK/pairs" 4 0.1 >"$WORK/c.out" 2>"$WORK/c.err"
@@ -104,3 +108,11 @@ check "CMLB_MAP=apply:... pins like --cmlb-map" diff "$WORK/plan_scatter" "$WORK
 srun -n1 -c2 --cmlb-map=off "$WORK/pairs" 4 0.1 >"$WORK/o.out" 2>"$WORK/o.err"
 check "default=apply, --cmlb-map=off: unpinned" unpinned "$WORK/o.out" "$ALL"
 check "default=apply, --cmlb-map=off: silent" lacks "$WORK/o.err" "cmlb"
+
+# Unwritable scratch: profile mode warns once and the program runs normally.
+start_cluster "scratch=/proc/cmlb-nope/%u" || return
+srun -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.1 >"$WORK/w.out" 2>"$WORK/w.err"
+rc=$?
+check "unwritable scratch: the job succeeds (rc=$rc)" test $rc -eq 0
+check "unwritable scratch: one warning naming the directory" test "$(grep -c "cmlb: warning: scratch directory /proc/cmlb-nope/root cannot be created: .*; the step runs unpinned" "$WORK/w.err")" -eq 1
+check "unwritable scratch: the program ran" test "$(grep -c '^thread ' "$WORK/w.out")" -eq 2
