@@ -34,6 +34,8 @@ enum Command {
     Eval(cmd::eval::Args),
     /// Write an HTML page with heat maps, timeline, load bars and the plan on the topology.
     Report(cmd::report::Args),
+    /// Run a command (or follow a process) under the sampling profiler, write a profile dir.
+    Profile(cmd::profile::Args),
 }
 
 fn main() {
@@ -54,6 +56,7 @@ fn main() {
         Command::Run(a) => cmd::run::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Eval(a) => cmd::eval::run(a),
+        Command::Profile(a) => cmd::profile::run(a).map(|code| std::process::exit(code)),
     };
     if let Err(e) = result {
         eprintln!("cmlb: error: {}", one_line(&e));

@@ -50,6 +50,38 @@ pub enum ProfileError {
         source: std::io::Error,
     },
 
+    /// The command to profile could not be started.
+    #[error("cannot run '{command}': {reason}")]
+    Command { command: String, reason: String },
+
+    /// `--attach PID` named a process that does not exist (any more).
+    #[error("no process with pid {0} (it is gone or never existed)")]
+    NoSuchProcess(i32),
+
+    /// The kernel refused perf_event_open for permission reasons.
+    #[error("perf_event_open not permitted for {what}: {detail}")]
+    NotPermitted { what: String, detail: String },
+
+    /// The requested backend needs hardware the machine does not have.
+    #[error("no hardware PMU: {0}")]
+    NoHardwarePmu(String),
+
+    /// The requested backend cannot run here for another reason.
+    #[error("backend '{backend}' unavailable: {reason}")]
+    BackendUnavailable { backend: String, reason: String },
+
+    /// Any other perf_event_open / ring-buffer failure.
+    #[error("perf_event_open for {what} failed: {source}")]
+    Perf {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Invalid live-profiling setting (bad knob values, no command).
+    #[error("invalid profiler setting: {0}")]
+    Config(String),
+
     /// An error from the mapping core (profile directory I/O, matrix checks).
     #[error(transparent)]
     Map(#[from] mapper::MapError),

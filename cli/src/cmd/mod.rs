@@ -3,4 +3,5 @@ pub mod eval;
 pub mod map;
 pub mod report;
 pub mod run;
+pub mod profile;
 pub mod topology;

@@ -1,0 +1,195 @@
+//! `cmlb profile`: run a command (or follow a process) under the sampling profiler and write
+//! the profile directory.
+
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use profiler::{Backend, Probe, ProfileConfig, Target};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(ClapArgs, Debug)]
+#[command(
+    about = "Profile which threads share memory and how much memory each uses",
+    long_about = "Runs COMMAND (or follows --attach PID) under perf_event sampling and writes a \
+profile directory (profile.yaml, comm.csv, load.csv, timeline.csv) for `cmlb map`.\n\n\
+Backends (--backend):\n  \
+hw           precise memory sampling (Intel PEBS, AMD IBS, Arm SPE); bare-metal nodes only\n  \
+numa-faults  page faults re-raised by NUMA balancing (needs numa_balancing=1 and >1 node)\n  \
+watch        hardware watchpoints on sampled data words (true sharing) + page faults (load)\n  \
+faults       first-touch page faults only (page ownership, no sharing after first touch)\n  \
+auto         the best of the above that works here (see --probe)\n\n\
+Threads are numbered in creation order inside the process (main thread = 0). The command's \
+exit status becomes cmlb's exit status (128+N if it was killed by signal N) once the profile \
+is written; cmlb exits 1 without writing anything if profiling itself fails.",
+    after_help = "Examples:\n  cmlb profile --probe\n  cmlb profile --out prof -- ./app 8\n  \
+cmlb profile --backend faults --duration 10 --attach 1234"
+)]
+pub struct Args {
+    /// Sampling backend.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    backend: Backend,
+    /// Sample every N-th page fault (fault-based backends).
+    #[arg(long, default_value_t = 1)]
+    period: u64,
+    /// Stop profiling after SECS seconds (a launched command keeps running to its end).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Profile directory to write (replaced atomically if it exists).
+    #[arg(long, short, default_value = "cmlb-profile")]
+    out: PathBuf,
+    /// Also profile threads of child processes the command starts.
+    #[arg(long)]
+    follow_children: bool,
+    /// Follow this running process (and threads it creates later) instead of a command.
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    attach: Option<i32>,
+    /// Print what the kernel offers and which backend `auto` picks, then exit.
+    #[arg(long)]
+    probe: bool,
+    /// Ring buffer per thread, CPU and event, in KiB (too small: lost samples).
+    #[arg(long, default_value_t = 512, value_name = "KIB")]
+    buffer_kib: usize,
+    /// watch: watchpoints armed at once (1-4, x86 debug registers).
+    #[arg(long, default_value_t = 4)]
+    watch_slots: usize,
+    /// watch: how long watchpoints stay armed, in ms.
+    #[arg(long, default_value_t = 10.0, value_name = "MS")]
+    watch_window_ms: f64,
+    /// watch: time between two arming windows, in ms (duty cycle = window / interval).
+    #[arg(long, default_value_t = 50.0, value_name = "MS")]
+    watch_interval_ms: f64,
+    /// watch: windows the same words stay watched before new ones are picked.
+    #[arg(long, default_value_t = 6)]
+    watch_hold: u32,
+    /// watch: a window ends early after this many hits (bounds the trap cost on hot words).
+    #[arg(long, default_value_t = 256)]
+    watch_max_hits: u32,
+    /// The command to profile and its arguments (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    Backend::parse(s).ok_or_else(|| {
+        format!("unknown backend '{s}' (expected auto, hw, numa-faults, watch or faults)")
+    })
+}
+
+fn ms(v: f64, what: &str) -> Result<Duration> {
+    if !(v.is_finite() && v > 0.0) {
+        bail!("--{what} must be a positive number of milliseconds, got {v}");
+    }
+    Ok(Duration::from_secs_f64(v / 1000.0))
+}
+
+/// Fail before running anything if the profile cannot be written where asked.
+fn check_output_dir(out: &Path) -> Result<()> {
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if out.exists() && !out.is_dir() {
+        bail!(
+            "output {} exists and is not a directory: choose another --out",
+            out.display()
+        );
+    }
+    std::fs::create_dir_all(&parent).with_context(|| {
+        format!(
+            "output directory {} cannot be created (for --out {})",
+            parent.display(),
+            out.display()
+        )
+    })?;
+    tempfile::Builder::new()
+        .prefix(".cmlb-write-test-")
+        .tempfile_in(&parent)
+        .with_context(|| {
+            format!(
+                "output directory {} is not writable (for --out {})",
+                parent.display(),
+                out.display()
+            )
+        })?;
+    Ok(())
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    if a.probe {
+        println!("{}", Probe::run());
+        return Ok(0);
+    }
+    let target = match (a.attach, a.command.is_empty()) {
+        (Some(pid), true) => Target::Attach(pid),
+        (None, false) => Target::Launch(a.command.clone()),
+        (None, true) => bail!("nothing to profile: give a command after `--` or --attach PID"),
+        (Some(_), false) => bail!("give either --attach PID or a command, not both"),
+    };
+    let duration = match a.duration {
+        Some(d) if !(d.is_finite() && d > 0.0) => {
+            bail!("--duration must be a positive number of seconds, got {d}")
+        }
+        Some(d) => Some(Duration::from_secs_f64(d)),
+        None => None,
+    };
+    check_output_dir(&a.out)?;
+    let mut cfg = ProfileConfig::new(target);
+    cfg.backend = a.backend;
+    cfg.period = a.period;
+    cfg.duration = duration;
+    cfg.follow_children = a.follow_children;
+    cfg.buffer_kib = a.buffer_kib;
+    cfg.watch.slots = a.watch_slots;
+    cfg.watch.window = ms(a.watch_window_ms, "watch-window-ms")?;
+    cfg.watch.interval = ms(a.watch_interval_ms, "watch-interval-ms")?;
+    cfg.watch.hold = a.watch_hold;
+    cfg.watch.max_hits = a.watch_max_hits;
+    cfg.progress = std::io::stderr().is_terminal();
+    cfg.handle_signals = true;
+
+    let run = profiler::run_profile(&cfg).context("profiling failed, no profile written")?;
+    let code = match run.exit_status {
+        Some(st) => {
+            use std::os::unix::process::ExitStatusExt;
+            st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+        }
+        None => 0,
+    };
+    let p = &run.profile;
+    if p.meta.samples == 0 {
+        bail!(
+            "no samples were recorded ({} backend, {:.2} s): nothing written to {}",
+            run.backend,
+            run.elapsed.as_secs_f64(),
+            a.out.display()
+        );
+    }
+    p.write_dir(&a.out)
+        .with_context(|| format!("writing the profile to {}", a.out.display()))?;
+    for w in &run.warnings {
+        eprintln!("cmlb: warning: {w}");
+    }
+    eprintln!(
+        "cmlb: profile written to {} ({} backend, {} threads, {:.2} s)",
+        a.out.display(),
+        run.backend,
+        p.meta.threads.len(),
+        run.elapsed.as_secs_f64()
+    );
+    eprintln!(
+        "cmlb: {} samples ({} page faults, {} watchpoint hits), {} lost",
+        p.meta.samples, run.fault_samples, run.watch_samples, run.lost
+    );
+    let knobs: Vec<String> = run
+        .knobs
+        .iter()
+        .filter(|(k, _)| k != "backend")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    eprintln!("cmlb: settings: {}", knobs.join(" "));
+    if code != 0 {
+        eprintln!("cmlb: the profiled command exited with status {code}");
+    }
+    Ok(code)
+}

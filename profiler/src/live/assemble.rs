@@ -1,0 +1,92 @@
+//! From collected samples and the thread table to a [`Profile`], through the thesis analysis
+//! ([`crate::analysis`]).
+
+use super::threads::ThreadTable;
+use crate::analysis::{analyze, AnalysisParams, Expiration, ThreadSpec, UnknownThreads};
+use crate::error::Result;
+use crate::probe::Backend;
+use crate::sample::Sample;
+use mapper::profile::Profile;
+
+pub struct Meta {
+    pub command: Vec<String>,
+    pub backend: Backend,
+    pub period: u64,
+    pub duration_s: f64,
+    pub lost: u64,
+    pub knobs: Vec<(String, String)>,
+    /// Watch backend: time between the starts of two arming windows.
+    pub watch_interval_ns: u64,
+    pub watch_hold: u32,
+}
+
+/// Build the profile. Page-fault samples feed the load vector and timeline (they are the only
+/// samples whose rate follows the memory a thread touches); communication is counted over
+/// all samples. Watchpoint hits come in short bursts one `interval` apart, so for them the
+/// expiration period is fixed to span the windows during which the same words stay watched
+/// (`interval * hold`) instead of ComDetective's per-thread sample interval, which would be
+/// microseconds inside a burst and miss partners that ran in the next window.
+pub fn build(
+    table: &ThreadTable,
+    mut fault: Vec<Sample>,
+    watch: Vec<Sample>,
+    meta: Meta,
+) -> Result<Profile> {
+    let threads: Vec<ThreadSpec> = table
+        .threads()
+        .iter()
+        .map(|t| ThreadSpec::new(t.tid, t.name.clone()))
+        .collect();
+    let base = AnalysisParams {
+        unknown_threads: UnknownThreads::Ignore,
+        ..AnalysisParams::default()
+    };
+    fault.sort_by_key(|s| s.time_ns);
+    let mut profile = if watch.is_empty() {
+        analyze(&fault, &threads, &base)?
+    } else {
+        let mut all = watch;
+        all.extend_from_slice(&fault);
+        all.sort_by_key(|s| s.time_ns);
+        let comm_params = AnalysisParams {
+            expiration: Expiration::Fixed {
+                ns: meta.watch_interval_ns * u64::from(meta.watch_hold.max(1)),
+            },
+            ..base.clone()
+        };
+        let comm = analyze(&all, &threads, &comm_params)?;
+        let mut p = analyze(&fault, &threads, &base)?;
+        p.comm = comm.comm;
+        for (t, c) in p.meta.threads.iter_mut().zip(&comm.meta.threads) {
+            t.samples = c.samples;
+        }
+        p.meta.samples = comm.meta.samples;
+        for (k, v) in comm.meta.params {
+            if k.starts_with("comm.") {
+                p.meta.params.insert(k, v);
+            }
+        }
+        p
+    };
+    let m = &mut profile.meta;
+    m.command = meta.command;
+    m.host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cpus = super::events::online_cpus().map(|c| c.len()).unwrap_or(0);
+    m.topology = format!("{cpus} online CPUs");
+    m.backend = meta.backend.to_string();
+    m.sample_period = meta.period;
+    m.duration_s = meta.duration_s;
+    m.lost_samples = meta.lost;
+    m.params.insert(
+        "load.source".into(),
+        "page-fault samples (pages first touched per thread)".into(),
+    );
+    for (k, v) in meta.knobs {
+        m.params.insert(format!("backend.{k}"), v);
+    }
+    Ok(profile)
+}
+
+

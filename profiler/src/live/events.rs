@@ -1,0 +1,238 @@
+//! Opening the perf events of the live backends and draining their ring buffers.
+//!
+//! The kernel refuses `mmap` of a per-task inherited event that is not bound to a CPU, so
+//! every event is opened once per (target task, online CPU) with `inherit` set: threads the
+//! target creates later inherit the events and their records land in the parent event's ring
+//! buffer on the CPU where they ran (the layout `perf record` uses).
+
+use super::records::{self, Rec};
+use crate::error::{ProfileError, Result};
+use perf_event::events::{Breakpoint, Software};
+use perf_event::{Builder, SampleFlag, Sampler};
+use std::io;
+
+/// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` (`_IOW('$', 11, __u64 *)`), breakpoints only, Linux 4.17+.
+const IOC_MODIFY_ATTRIBUTES: libc::c_ulong = 0x4008_240b;
+
+/// Which backend event a ring buffer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// `page-faults` software event (also carries FORK/COMM/EXIT records).
+    Faults,
+    /// Breakpoint (watchpoint) slot `n`.
+    Watch(usize),
+}
+
+/// One ring buffer.
+pub struct Stream {
+    pub sampler: Sampler,
+    pub kind: StreamKind,
+    pub target: i32,
+    pub cpu: usize,
+    /// Attributes the event was opened with (needed to re-point a watchpoint).
+    attrs: perf_event_open_sys::bindings::perf_event_attr,
+}
+
+/// Common options of the events opened on one target.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOpts {
+    /// Follow child processes too (otherwise `inherit_thread`: threads only).
+    pub follow_children: bool,
+    /// Start counting at the target's next execve (launch mode) instead of immediately.
+    pub enable_on_exec: bool,
+    /// Ring buffer data size in bytes (rounded up to a power of two pages by perf-event2).
+    pub buffer_bytes: usize,
+}
+
+/// The online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,6`).
+pub fn online_cpus() -> Result<Vec<usize>> {
+    let path = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(path, e))?;
+    parse_cpu_list(text.trim())
+        .ok_or_else(|| ProfileError::Config(format!("{path}: cannot parse '{}'", text.trim())))
+}
+
+/// Parse a kernel CPU list (`0-3,6,8-9`).
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+/// The current `perf_event_paranoid` level (2 on Debian by default), if readable.
+pub fn paranoid_level() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Turn a perf_event_open error into the message a user can act on.
+pub fn classify_open_error(e: io::Error, what: &str, target: i32) -> ProfileError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            let level = paranoid_level()
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "unknown".into());
+            ProfileError::NotPermitted {
+                what: what.to_string(),
+                detail: format!(
+                    "the kernel refused to let uid {} observe pid {target} \
+                     (kernel.perf_event_paranoid={level}; levels above 2 forbid unprivileged \
+                     perf entirely, and other users' processes need CAP_PERFMON or root: \
+                     lower it with `sysctl kernel.perf_event_paranoid=2` or run as root)",
+                    nix::unistd::getuid()
+                ),
+            }
+        }
+        Some(libc::ESRCH) => ProfileError::NoSuchProcess(target),
+        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP) => {
+            ProfileError::BackendUnavailable {
+                backend: what.to_string(),
+                reason: format!("the kernel does not offer this event ({e})"),
+            }
+        }
+        Some(libc::EMFILE) | Some(libc::ENFILE) => ProfileError::Perf {
+            what: what.to_string(),
+            source: io::Error::new(
+                e.kind(),
+                format!("{e}: too many open files (one event per thread x CPU; raise `ulimit -n`)"),
+            ),
+        },
+        _ => ProfileError::Perf {
+            what: what.to_string(),
+            source: e,
+        },
+    }
+}
+
+fn base_builder<'a>(b: &mut Builder<'a>, target: i32, cpu: usize, o: &OpenOpts) {
+    b.observe_pid(target)
+        .one_cpu(cpu)
+        .inherit(true)
+        .inherit_thread(!o.follow_children)
+        .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::ADDR)
+        .exclude_kernel(true)
+        .exclude_hv(true);
+}
+
+/// Open the `page-faults` sampler of `target` on `cpu`, sampling every `period`-th fault, with
+/// task (FORK/EXIT) and COMM records for thread tracking.
+pub fn open_faults(target: i32, cpu: usize, period: u64, o: &OpenOpts) -> Result<Stream> {
+    let mut b = Builder::new(Software::PAGE_FAULTS);
+    base_builder(&mut b, target, cpu, o);
+    b.sample_period(period)
+        .task(true)
+        .comm(true)
+        .comm_exec(true)
+        .sample_id_all(true)
+        .enable_on_exec(o.enable_on_exec)
+        .enabled(!o.enable_on_exec);
+    let attrs = *b.attrs();
+    let counter = b
+        .build()
+        .map_err(|e| classify_open_error(e, "page-fault sampling", target))?;
+    let sampler = counter
+        .sampled(o.buffer_bytes)
+        .map_err(|e| classify_open_error(e, "page-fault ring buffer", target))?;
+    Ok(Stream {
+        sampler,
+        kind: StreamKind::Faults,
+        target,
+        cpu,
+        attrs,
+    })
+}
+
+/// An address no program maps (the first page), used for a watchpoint that is not armed yet.
+pub const PARKED_ADDR: u64 = 0x1000;
+
+/// Open watchpoint slot `slot` of `target` on `cpu`, disabled and parked on an unmapped word.
+pub fn open_watch(target: i32, cpu: usize, slot: usize, o: &OpenOpts) -> Result<Stream> {
+    let mut b = Builder::new(Breakpoint::read_write(PARKED_ADDR, 8));
+    base_builder(&mut b, target, cpu, o);
+    b.sample_period(1).enabled(false);
+    let attrs = *b.attrs();
+    let counter = b
+        .build()
+        .map_err(|e| classify_open_error(e, "watchpoint (breakpoint PMU)", target))?;
+    let sampler = counter
+        .sampled(o.buffer_bytes)
+        .map_err(|e| classify_open_error(e, "watchpoint ring buffer", target))?;
+    Ok(Stream {
+        sampler,
+        kind: StreamKind::Watch(slot),
+        target,
+        cpu,
+        attrs,
+    })
+}
+
+impl Stream {
+    /// Point a watchpoint at `addr` (8-byte aligned) and enable it (in every inherited child).
+    pub fn arm(&mut self, addr: u64) -> io::Result<()> {
+        let mut attrs = self.attrs;
+        attrs.__bindgen_anon_3.bp_addr = addr & !7;
+        use std::os::fd::AsRawFd;
+        // SAFETY: the fd is a live perf event and `attrs` a complete perf_event_attr that
+        // outlives the call; the kernel only reads it.
+        let rc = unsafe {
+            libc::ioctl(
+                self.sampler.as_raw_fd(),
+                IOC_MODIFY_ATTRIBUTES as _,
+                &mut attrs as *mut _,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.sampler.as_counter_mut().enable()
+    }
+
+    /// Disable a watchpoint (in every inherited child).
+    pub fn disarm(&mut self) -> io::Result<()> {
+        self.sampler.as_counter_mut().disable()
+    }
+
+    /// Decode every pending record into `out`; returns how many records were malformed or of
+    /// unused types.
+    pub fn drain(&mut self, out: &mut Vec<(StreamKind, Rec)>) -> u64 {
+        let mut skipped = 0;
+        let with_id = self.kind == StreamKind::Faults;
+        let kind = self.kind;
+        while let Some(r) = self.sampler.next_record() {
+            let body = r.to_contiguous();
+            match records::decode(r.ty(), r.misc(), &body, with_id) {
+                Some(rec) => out.push((kind, rec)),
+                None => skipped += 1,
+            }
+        }
+        skipped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        assert!(!online_cpus().unwrap().is_empty());
+    }
+}

@@ -1,0 +1,588 @@
+//! Live sampling: run a command (or follow a running process) under the perf_event backends
+//! and turn what they saw into a [`Profile`].
+//!
+//! Entry point: [`run_profile`]. Backends (see `docs/profiling.md`):
+//! * `faults`: `page-faults` software event with the faulting address: who touched each page
+//!   first (page ownership; the load vector counts first-touched pages).
+//! * `numa-faults`: the same event; with `numa_balancing` on and several NUMA nodes the kernel
+//!   re-faults pages periodically, so faults keep showing which threads use which pages.
+//! * `watch`: `faults` plus hardware watchpoints on words picked from the fault addresses,
+//!   duty-cycled (see [`watch`]): shows which threads really share data.
+//! * `hw`: precise memory sampling (PEBS/IBS/SPE); refused with "no hardware PMU" where absent.
+
+pub mod events;
+pub mod launch;
+pub mod records;
+pub mod threads;
+pub mod watch;
+
+mod assemble;
+
+use crate::error::{ProfileError, Result};
+use crate::probe::{Backend, Probe};
+use crate::sample::{AccessKind, Sample};
+use events::{OpenOpts, Stream, StreamKind};
+use mapper::profile::Profile;
+use records::Rec;
+use std::io::Write;
+use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+pub use watch::WatchConfig;
+
+/// What to profile.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// Start this command (argv) under the profiler.
+    Launch(Vec<String>),
+    /// Follow a running process and the threads it creates later.
+    Attach(i32),
+}
+
+/// Settings of one profiling run. `Default` gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct ProfileConfig {
+    pub target: Target,
+    pub backend: Backend,
+    /// Sample every N-th page fault (fault-based backends). Default 1: every first touch.
+    pub period: u64,
+    /// Stop profiling after this long (a launched command keeps running to its end).
+    pub duration: Option<Duration>,
+    /// Also profile threads of child processes (numbered after the root process's threads
+    /// in creation order).
+    pub follow_children: bool,
+    pub watch: WatchConfig,
+    /// Ring buffer size per (thread, CPU, event) in KiB (rounded up to a power of two pages).
+    pub buffer_kib: usize,
+    /// How often the ring buffers are drained.
+    pub tick: Duration,
+    /// Print a progress line on stderr (the CLI sets this when stderr is a terminal).
+    pub progress: bool,
+    /// Install SIGINT/SIGTERM/SIGHUP handlers: attach mode stops and writes the profile;
+    /// launch mode forwards SIGTERM/SIGHUP to the command and keeps waiting for it.
+    pub handle_signals: bool,
+}
+
+impl ProfileConfig {
+    pub fn new(target: Target) -> Self {
+        ProfileConfig {
+            target,
+            backend: Backend::Auto,
+            period: 1,
+            duration: None,
+            follow_children: false,
+            watch: WatchConfig::default(),
+            buffer_kib: 512,
+            tick: Duration::from_millis(10),
+            progress: false,
+            handle_signals: false,
+        }
+    }
+}
+
+/// The result of a run: the profile plus what the caller needs to report.
+#[derive(Debug)]
+pub struct ProfileRun {
+    pub profile: Profile,
+    /// The backend that actually ran (`auto` resolved).
+    pub backend: Backend,
+    /// Exit status of a launched command (None in attach mode).
+    pub exit_status: Option<ExitStatus>,
+    pub fault_samples: u64,
+    pub watch_samples: u64,
+    /// Samples the kernel dropped (full ring buffer), from PERF_RECORD_LOST.
+    pub lost: u64,
+    /// Overhead knobs in effect, for printing.
+    pub knobs: Vec<(String, String)>,
+    /// Things the user should know (e.g. numa_balancing off, lost samples).
+    pub warnings: Vec<String>,
+    pub elapsed: Duration,
+}
+
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let act = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic. A handler (not SIG_IGN) is reset to
+        // the default by execve, so the profiled command gets normal signal behaviour.
+        let _ = unsafe { sigaction(s, &act) };
+    }
+}
+
+/// Resolve `auto` and check that the requested backend can run here.
+pub fn resolve_backend(requested: Backend, probe: &Probe, warnings: &mut Vec<String>) -> Result<Backend> {
+    let b = match requested {
+        Backend::Auto => probe.auto,
+        b => b,
+    };
+    match b {
+        Backend::Hw => {
+            let pmus = probe.pmus.join(" ");
+            if probe.hw_pmu.is_none() {
+                return Err(ProfileError::NoHardwarePmu(format!(
+                    "no PEBS, IBS or SPE sampling PMU on this machine (PMU types: {pmus}); \
+                     use --backend watch or --backend faults"
+                )));
+            }
+            return Err(ProfileError::BackendUnavailable {
+                backend: "hw".into(),
+                reason: format!(
+                    "{:?} found, but this build has no event setup for it yet; use --backend watch",
+                    probe.hw_pmu
+                ),
+            });
+        }
+        Backend::NumaFaults if !probe.numa_faults_meaningful() => warnings.push(format!(
+            "numa-faults: NUMA balancing is {} on {} node(s), so the kernel does not re-fault \
+             pages: this run only sees first-touch faults (same as --backend faults)",
+            match probe.numa_balancing {
+                Some(0) => "off".to_string(),
+                Some(_) => "on".to_string(),
+                None => "unavailable".to_string(),
+            },
+            probe.numa_nodes
+        )),
+        Backend::Watch if !probe.breakpoint_pmu => {
+            return Err(ProfileError::BackendUnavailable {
+                backend: "watch".into(),
+                reason: "the kernel has no breakpoint PMU".into(),
+            })
+        }
+        _ => {}
+    }
+    Ok(b)
+}
+
+fn raise_fd_limit() {
+    if let Ok((soft, hard)) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = nix::sys::resource::setrlimit(
+                nix::sys::resource::Resource::RLIMIT_NOFILE,
+                hard,
+                hard,
+            );
+        }
+    }
+}
+
+struct Opened {
+    streams: Vec<Stream>,
+    slots: usize,
+    warnings: Vec<String>,
+}
+
+/// Open the backend's events on each target task on every online CPU.
+fn open_streams(
+    targets: &[i32],
+    cpus: &[usize],
+    backend: Backend,
+    cfg: &ProfileConfig,
+    enable_on_exec: bool,
+    slots: usize,
+) -> Result<Opened> {
+    let o = OpenOpts {
+        follow_children: cfg.follow_children,
+        enable_on_exec,
+        buffer_bytes: cfg.buffer_kib * 1024,
+    };
+    let mut streams = Vec::new();
+    let mut slots = if backend == Backend::Watch { slots } else { 0 };
+    let mut warnings = Vec::new();
+    for &t in targets {
+        for &cpu in cpus {
+            streams.push(events::open_faults(t, cpu, cfg.period, &o)?);
+            let mut s = 0;
+            while s < slots {
+                match events::open_watch(t, cpu, s, &o) {
+                    Ok(st) => {
+                        streams.push(st);
+                        s += 1;
+                    }
+                    // No free debug register (a debugger or another profiler holds some):
+                    // run with fewer watchpoints rather than fail.
+                    Err(ProfileError::Perf { source, .. })
+                        if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EBUSY))
+                            && s > 0 =>
+                    {
+                        warnings.push(format!(
+                            "only {s} of {slots} watchpoints available (debug registers busy)"
+                        ));
+                        streams.retain(|x| !matches!(x.kind, StreamKind::Watch(k) if k >= s));
+                        slots = s;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(Opened {
+        streams,
+        slots,
+        warnings,
+    })
+}
+
+/// Collected raw data of a run.
+#[derive(Default)]
+struct Collected {
+    task_recs: Vec<Rec>,
+    fault: Vec<Sample>,
+    watch: Vec<Sample>,
+    lost: u64,
+    throttled: u64,
+    skipped: u64,
+}
+
+impl Collected {
+    fn absorb(&mut self, recs: &mut Vec<(StreamKind, Rec)>, sched: Option<&mut watch::Scheduler>) {
+        let mut sched = sched;
+        for (kind, rec) in recs.drain(..) {
+            match rec {
+                Rec::Sample {
+                    tid, time, addr, ..
+                } => {
+                    let s = Sample {
+                        tid,
+                        time_ns: time,
+                        addr,
+                        kind: AccessKind::Unknown,
+                        dram: None,
+                    };
+                    match kind {
+                        StreamKind::Faults => {
+                            if let Some(sc) = sched.as_deref_mut() {
+                                sc.add_fault(tid, addr);
+                            }
+                            self.fault.push(s);
+                        }
+                        StreamKind::Watch(_) => self.watch.push(s),
+                    }
+                }
+                Rec::Lost(n) => self.lost += n,
+                Rec::Throttle => self.throttled += 1,
+                r @ (Rec::Fork { .. } | Rec::Comm { .. } | Rec::Exit { .. }) => {
+                    self.task_recs.push(r)
+                }
+            }
+        }
+    }
+}
+
+fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z") | Some("X")
+        ),
+        Err(_) => false,
+    }
+}
+
+/// Profile a command or a running process. Blocks until the command exits (launch mode),
+/// the process exits (attach mode), the duration ends, or (with `handle_signals`) a signal
+/// stops an attach run. The profile is returned, not written: see [`Profile::write_dir`].
+pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
+    if cfg.period == 0 {
+        return Err(ProfileError::Config("--period must be >= 1".into()));
+    }
+    if cfg.buffer_kib < 4 {
+        return Err(ProfileError::Config("ring buffer must be >= 4 KiB".into()));
+    }
+    cfg.watch.validate().map_err(ProfileError::Config)?;
+    let probe = Probe::run();
+    let mut warnings = Vec::new();
+    let backend = resolve_backend(cfg.backend, &probe, &mut warnings)?;
+    let cpus = events::online_cpus()?;
+    raise_fd_limit();
+    if cfg.handle_signals {
+        SIGNAL.store(0, Ordering::SeqCst);
+        install_signal_handlers();
+    }
+
+    let (root, mut child, existing, mut opened, command): (i32, Option<Child>, _, Opened, Vec<String>) =
+        match &cfg.target {
+            Target::Launch(argv) => {
+                let (child, opened) = launch::launch(argv, |pid| {
+                    open_streams(&[pid], &cpus, backend, cfg, true, cfg.watch.slots)
+                })?;
+                let pid = child.id() as i32;
+                (pid, Some(child), vec![(pid, String::new())], opened, argv.clone())
+            }
+            Target::Attach(pid) => {
+                let pid = *pid;
+                if pid <= 0 || !process_alive(pid) {
+                    return Err(ProfileError::NoSuchProcess(pid));
+                }
+                let mut existing = threads::existing_threads(pid)
+                    .map_err(|_| ProfileError::NoSuchProcess(pid))?;
+                let tids: Vec<i32> = existing.iter().map(|t| t.0).collect();
+                let mut opened = open_streams(&tids, &cpus, backend, cfg, false, cfg.watch.slots)?;
+                // Threads created while the events were being opened have no inherited
+                // events: open theirs too, until the thread list is stable.
+                for _ in 0..10 {
+                    let now = threads::existing_threads(pid).unwrap_or_default();
+                    let new: Vec<(i32, String)> = now
+                        .into_iter()
+                        .filter(|(t, _)| !existing.iter().any(|(e, _)| e == t))
+                        .collect();
+                    if new.is_empty() {
+                        break;
+                    }
+                    let tids: Vec<i32> = new.iter().map(|t| t.0).collect();
+                    let more = open_streams(&tids, &cpus, backend, cfg, false, opened.slots)?;
+                    opened.streams.extend(more.streams);
+                    existing.extend(new);
+                }
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|b| {
+                        b.split(|&c| c == 0)
+                            .filter(|s| !s.is_empty())
+                            .map(|s| String::from_utf8_lossy(s).into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (pid, None, existing, opened, cmdline)
+            }
+        };
+    warnings.append(&mut opened.warnings);
+    let slots = opened.slots;
+    let mut streams = opened.streams;
+
+    let start = Instant::now();
+    let deadline = cfg.duration.map(|d| start + d);
+    let mut sched = (backend == Backend::Watch && slots > 0).then(|| {
+        let watch_cfg = WatchConfig { slots, ..cfg.watch };
+        watch::Scheduler::new(watch_cfg, start, root as u64 ^ 0x9e37_79b9_7f4a_7c15)
+    });
+    let mut maps: Vec<(u64, u64)> = Vec::new();
+    let mut maps_read = start - Duration::from_secs(3600);
+    let mut data = Collected::default();
+    let mut recs = Vec::new();
+    let mut exit_status = None;
+    let mut last_progress = start;
+    let mut watch_errors = 0u64;
+    let mut stopped_by_signal = false;
+
+    loop {
+        for s in streams.iter_mut() {
+            data.skipped += s.drain(&mut recs);
+        }
+        let hits_before = data.watch.len();
+        data.absorb(&mut recs, sched.as_mut());
+        let now = Instant::now();
+        if let Some(sc) = sched.as_mut() {
+            sc.add_hits((data.watch.len() - hits_before) as u32, now);
+        }
+        if let Some(sc) = sched.as_mut() {
+            let refresh = now.duration_since(maps_read) > Duration::from_secs(1);
+            let mut pick = |r: &mut dyn FnMut() -> u64| {
+                if refresh || maps.is_empty() {
+                    maps = watch::writable_mappings(root);
+                    maps_read = now;
+                }
+                watch::random_word(&maps, r())
+            };
+            match sc.step(now, &mut pick) {
+                Some(watch::Action::Arm(addrs)) => {
+                    for s in streams.iter_mut() {
+                        if let StreamKind::Watch(k) = s.kind {
+                            let r = match addrs.get(k) {
+                                Some(&a) => s.arm(a),
+                                None => s.disarm(),
+                            };
+                            // A thread that exits races with the ioctl: not fatal.
+                            if r.is_err() {
+                                watch_errors += 1;
+                            }
+                        }
+                    }
+                }
+                Some(watch::Action::Disarm) => {
+                    for s in streams.iter_mut() {
+                        if matches!(s.kind, StreamKind::Watch(_)) && s.disarm().is_err() {
+                            watch_errors += 1;
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        if cfg.progress && now.duration_since(start) > Duration::from_secs(2)
+            && now.duration_since(last_progress) >= Duration::from_millis(500)
+        {
+            last_progress = now;
+            let mut e = std::io::stderr().lock();
+            let _ = write!(
+                e,
+                "\rcmlb profile: {:.1} s, {} samples, {} lost   ",
+                now.duration_since(start).as_secs_f64(),
+                data.fault.len() + data.watch.len(),
+                data.lost
+            );
+            let _ = e.flush();
+        }
+        // Stop conditions.
+        if let Some(c) = child.as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                exit_status = Some(st);
+                break;
+            }
+        } else if !process_alive(root) {
+            break;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if cfg.handle_signals {
+            let sig = SIGNAL.swap(0, Ordering::SeqCst);
+            if sig != 0 {
+                match child.as_ref() {
+                    Some(c) if sig != libc::SIGINT => {
+                        // The command did not necessarily get it (e.g. `kill cmlb`): pass it on.
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(c.id() as i32),
+                            nix::sys::signal::Signal::try_from(sig).ok(),
+                        );
+                    }
+                    Some(_) => {} // Ctrl-C reached the command too; wait for it to exit.
+                    None => {
+                        stopped_by_signal = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut wake = now + cfg.tick;
+        if let Some(sc) = sched.as_ref() {
+            wake = wake.min(sc.next_at());
+            if sc.is_armed() {
+                // Check the hit budget often while watchpoints are armed.
+                wake = wake.min(now + Duration::from_millis(1));
+            }
+        }
+        if let Some(d) = deadline {
+            wake = wake.min(d);
+        }
+        let now = Instant::now();
+        if wake > now {
+            std::thread::sleep(wake - now);
+        }
+    }
+    let elapsed = start.elapsed();
+    for s in streams.iter_mut() {
+        if matches!(s.kind, StreamKind::Watch(_)) {
+            let _ = s.disarm();
+        }
+        let _ = s.sampler.as_counter_mut().disable();
+        data.skipped += s.drain(&mut recs);
+    }
+    data.absorb(&mut recs, None);
+    drop(streams);
+    if cfg.progress && elapsed > Duration::from_secs(2) {
+        eprint!("\r\x1b[K");
+    }
+    if let (Some(c), None) = (child.as_mut(), exit_status) {
+        // Duration ended (or a signal): the command runs on unprofiled; wait for it.
+        exit_status = Some(
+            c.wait()
+                .map_err(|e| ProfileError::io("waiting for the profiled command", e))?,
+        );
+    }
+    if data.lost > 0 {
+        warnings.push(format!(
+            "the kernel dropped {} samples because a ring buffer was full \
+             (raise --buffer-kib or --period)",
+            data.lost
+        ));
+    }
+    if data.throttled > 0 {
+        warnings.push(format!(
+            "the kernel throttled sampling {} times (kernel.perf_event_max_sample_rate)",
+            data.throttled
+        ));
+    }
+    if stopped_by_signal {
+        warnings.push("stopped by a signal before the process exited".into());
+    }
+    log::debug!(
+        "profile: {} skipped records, {} watchpoint ioctl errors",
+        data.skipped,
+        watch_errors
+    );
+
+    // Thread identity from the task records, in time order.
+    data.task_recs.sort_by_key(|r| match r {
+        Rec::Fork { time, .. } | Rec::Exit { time, .. } | Rec::Comm { time, .. } => *time,
+        _ => 0,
+    });
+    let mut table = threads::ThreadTable::new(root, existing, cfg.follow_children);
+    for r in &data.task_recs {
+        table.apply(r);
+    }
+    let mut knobs = vec![("backend".to_string(), backend.to_string())];
+    knobs.push(("period".into(), cfg.period.to_string()));
+    knobs.push(("buffer_kib".into(), cfg.buffer_kib.to_string()));
+    if backend == Backend::Watch {
+        let w = WatchConfig { slots, ..cfg.watch };
+        knobs.push(("watch_slots".into(), w.slots.to_string()));
+        knobs.push(("watch_window_ms".into(), fmt_ms(w.window)));
+        knobs.push(("watch_interval_ms".into(), fmt_ms(w.interval)));
+        knobs.push(("watch_hold".into(), w.hold.to_string()));
+        knobs.push(("watch_max_hits".into(), w.max_hits.to_string()));
+        knobs.push((
+            "watch_duty_cycle".into(),
+            format!("{:.3}", w.duty_cycle()),
+        ));
+        knobs.push((
+            "watch_windows".into(),
+            sched.as_ref().map_or(0, |s| s.windows).to_string(),
+        ));
+        knobs.push((
+            "watch_windows_cut".into(),
+            sched.as_ref().map_or(0, |s| s.cut_windows).to_string(),
+        ));
+    }
+    let fault_samples = data.fault.len() as u64;
+    let watch_samples = data.watch.len() as u64;
+    let profile = assemble::build(
+        &table,
+        data.fault,
+        data.watch,
+        assemble::Meta {
+            command,
+            backend,
+            period: cfg.period,
+            duration_s: elapsed.as_secs_f64(),
+            lost: data.lost,
+            knobs: knobs.clone(),
+            watch_interval_ns: cfg.watch.interval.as_nanos() as u64,
+            watch_hold: cfg.watch.hold,
+        },
+    )?;
+    Ok(ProfileRun {
+        profile,
+        backend,
+        exit_status,
+        fault_samples,
+        watch_samples,
+        lost: data.lost,
+        knobs,
+        warnings,
+        elapsed,
+    })
+}
+
+fn fmt_ms(d: Duration) -> String {
+    format!("{}", d.as_secs_f64() * 1000.0)
+}

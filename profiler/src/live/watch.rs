@@ -1,0 +1,400 @@
+//! The watch backend's scheduler: which words to watch, when, and for how long.
+//!
+//! The ComDetective idea on machines without precise memory sampling: a hardware watchpoint
+//! (debug register, `breakpoint` PMU) on a data word traps on *every* access by any thread,
+//! so arming it on a word another thread owns shows who really shares it. A trap costs
+//! several microseconds, so the overhead is bounded by duty-cycling:
+//!
+//! * `slots` watchpoints are armed at once (x86 has 4 debug registers per thread);
+//! * they are armed for `window` out of every `interval`, and a window is cut short once it
+//!   has collected `max_hits` hits: on a hot word (touched every few nanoseconds) the threads
+//!   would otherwise trap continuously, so the trap budget, not the window, bounds the cost
+//!   (`max_hits` traps of a few µs per `interval`); on cold words the window runs its length;
+//! * the same words stay selected for `hold` windows, so threads that were descheduled
+//!   during one window are caught in the next (oversubscribed runs), then the set rotates.
+//!
+//! Candidate words come from the fault samples (the exact address whose first touch faulted
+//! the page in, grouped by the thread that touched it: owners are visited round-robin so every
+//! thread's data gets watched) and, when those are scarce (e.g. after `--attach`), from random
+//! words of the process's writable mappings (`/proc/PID/maps`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// Knobs of the watch backend (documented in docs/profiling.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WatchConfig {
+    /// Watchpoints armed at the same time.
+    pub slots: usize,
+    /// How long a set of watchpoints stays armed.
+    pub window: Duration,
+    /// Time between the starts of two windows.
+    pub interval: Duration,
+    /// Windows a chosen set of words is kept before choosing new words.
+    pub hold: u32,
+    /// A window ends early after this many hits (all slots together).
+    pub max_hits: u32,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            slots: 4,
+            window: Duration::from_millis(10),
+            interval: Duration::from_millis(50),
+            hold: 6,
+            max_hits: 256,
+        }
+    }
+}
+
+impl WatchConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.slots == 0 || self.slots > 4 {
+            return Err(format!(
+                "watch slots must be 1..=4 (debug registers), got {}",
+                self.slots
+            ));
+        }
+        if self.window.is_zero() || self.window >= self.interval {
+            return Err(format!(
+                "watch window ({:?}) must be > 0 and shorter than the interval ({:?})",
+                self.window, self.interval
+            ));
+        }
+        if self.hold == 0 {
+            return Err("watch hold must be >= 1 window".into());
+        }
+        if self.max_hits == 0 {
+            return Err("watch max hits must be >= 1".into());
+        }
+        Ok(())
+    }
+
+    /// Fraction of run time watchpoints are armed (at most; windows end early at `max_hits`).
+    pub fn duty_cycle(&self) -> f64 {
+        self.window.as_secs_f64() / self.interval.as_secs_f64()
+    }
+}
+
+/// What the scheduler wants done now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Arm slot i on address (8-byte aligned).
+    Arm(Vec<u64>),
+    Disarm,
+}
+
+/// Max fault addresses remembered per owning thread (reservoir sample).
+const PER_OWNER: usize = 512;
+
+pub struct Scheduler {
+    cfg: WatchConfig,
+    owners: BTreeMap<i32, (u64, Vec<u64>)>,
+    next_owner: usize,
+    rng: u64,
+    armed: bool,
+    next_at: Instant,
+    windows_left: u32,
+    current: Vec<u64>,
+    window_start: Instant,
+    hits: u32,
+    pub windows: u64,
+    /// Windows cut short by the hit budget.
+    pub cut_windows: u64,
+}
+
+impl Scheduler {
+    pub fn new(cfg: WatchConfig, start: Instant, seed: u64) -> Self {
+        Scheduler {
+            cfg,
+            owners: BTreeMap::new(),
+            next_owner: 0,
+            rng: seed | 1,
+            armed: false,
+            // First window after one interval: lets the program fault its data in first.
+            next_at: start + cfg.interval,
+            windows_left: 0,
+            current: Vec::new(),
+            window_start: start,
+            hits: 0,
+            windows: 0,
+            cut_windows: 0,
+        }
+    }
+
+    fn rand(&mut self) -> u64 {
+        // xorshift64*: plenty for picking addresses.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Remember a first-touch fault address and the thread that faulted it.
+    pub fn add_fault(&mut self, tid: i32, addr: u64) {
+        let r = self.rand();
+        let (seen, v) = self.owners.entry(tid).or_default();
+        *seen += 1;
+        if v.len() < PER_OWNER {
+            v.push(addr);
+        } else {
+            let j = (r % *seen) as usize;
+            if j < PER_OWNER {
+                v[j] = addr;
+            }
+        }
+    }
+
+    /// When the scheduler next needs to act.
+    pub fn next_at(&self) -> Instant {
+        self.next_at
+    }
+
+    pub fn is_armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Count watchpoint hits drained from the ring buffers; ends the window at the budget.
+    pub fn add_hits(&mut self, n: u32, now: Instant) {
+        if !self.armed {
+            return;
+        }
+        self.hits = self.hits.saturating_add(n);
+        if self.hits >= self.cfg.max_hits && self.next_at > now {
+            self.next_at = now;
+            self.cut_windows += 1;
+        }
+    }
+
+    /// Advance: returns the action due at `now`, if any. `maps` supplies random writable
+    /// words when there are not enough fault candidates.
+    pub fn step(
+        &mut self,
+        now: Instant,
+        maps: &mut dyn FnMut(&mut dyn FnMut() -> u64) -> Option<u64>,
+    ) -> Option<Action> {
+        if now < self.next_at {
+            return None;
+        }
+        if self.armed {
+            self.armed = false;
+            self.next_at = (self.window_start + self.cfg.interval).max(now + Duration::from_micros(100));
+            return Some(Action::Disarm);
+        }
+        if self.windows_left == 0 || self.current.is_empty() {
+            self.current = self.choose(maps);
+            self.windows_left = self.cfg.hold;
+        }
+        if self.current.is_empty() {
+            self.next_at = now + self.cfg.interval;
+            return None;
+        }
+        self.windows_left -= 1;
+        self.windows += 1;
+        self.armed = true;
+        self.hits = 0;
+        self.window_start = now;
+        self.next_at = now + self.cfg.window;
+        Some(Action::Arm(self.current.clone()))
+    }
+
+    fn choose(
+        &mut self,
+        maps: &mut dyn FnMut(&mut dyn FnMut() -> u64) -> Option<u64>,
+    ) -> Vec<u64> {
+        let mut chosen = Vec::new();
+        let mut lines = HashSet::new();
+        let owners: Vec<i32> = self.owners.keys().copied().collect();
+        let mut tries = 0;
+        while chosen.len() < self.cfg.slots && tries < 4 * self.cfg.slots {
+            tries += 1;
+            let addr = if !owners.is_empty() {
+                let o = owners[self.next_owner % owners.len()];
+                self.next_owner += 1;
+                let r = self.rand();
+                let v = &self.owners[&o].1;
+                Some(v[(r % v.len() as u64) as usize])
+            } else {
+                let mut rng = self.rng;
+                let mut next = || {
+                    rng ^= rng >> 12;
+                    rng ^= rng << 25;
+                    rng ^= rng >> 27;
+                    rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+                };
+                let a = maps(&mut next);
+                self.rng = rng;
+                a
+            };
+            if let Some(a) = addr {
+                let a = a & !7;
+                if lines.insert(a >> 6) {
+                    chosen.push(a);
+                }
+            }
+        }
+        chosen
+    }
+}
+
+/// Writable private or anonymous mappings of a process: `(start, end)` pairs.
+pub fn writable_mappings(pid: i32) -> Vec<(u64, u64)> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    parse_writable_mappings(&text)
+}
+
+/// Parse `/proc/PID/maps`, keeping readable+writable data mappings (heap, anonymous, .data,
+/// .bss, thread stacks) and skipping the kernel's special ones.
+pub fn parse_writable_mappings(text: &str) -> Vec<(u64, u64)> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else {
+            continue;
+        };
+        if !perms.starts_with("rw") {
+            continue;
+        }
+        let name = f.nth(3).unwrap_or("");
+        if matches!(name, "[vvar]" | "[vsyscall]" | "[vdso]") {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+            if b > a {
+                v.push((a, b));
+            }
+        }
+    }
+    v
+}
+
+/// A random 8-byte-aligned word in `maps`, weighted by mapping size.
+pub fn random_word(maps: &[(u64, u64)], r: u64) -> Option<u64> {
+    let total: u64 = maps.iter().map(|(a, b)| b - a).sum();
+    if total < 8 {
+        return None;
+    }
+    let mut off = (r % total) & !7;
+    for (a, b) in maps {
+        if off < b - a {
+            return Some(a + off);
+        }
+        off -= b - a;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bounded() {
+        let c = WatchConfig::default();
+        c.validate().unwrap();
+        assert!(c.duty_cycle() <= 0.25);
+        assert!(WatchConfig { max_hits: 0, ..c }.validate().is_err());
+        let bad = WatchConfig {
+            window: Duration::from_millis(50),
+            ..c
+        };
+        assert!(bad.validate().is_err());
+        assert!(WatchConfig { slots: 5, ..c }.validate().is_err());
+    }
+
+    #[test]
+    fn rotates_over_owners_and_duty_cycles() {
+        let cfg = WatchConfig {
+            slots: 2,
+            window: Duration::from_millis(1),
+            interval: Duration::from_millis(10),
+            hold: 2,
+            max_hits: 100,
+        };
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 7);
+        for tid in 1..=4 {
+            for p in 0..10u64 {
+                s.add_fault(tid, (tid as u64) << 32 | p << 12);
+            }
+        }
+        let mut no_maps = |_: &mut dyn FnMut() -> u64| None;
+        assert_eq!(s.step(t0, &mut no_maps), None, "nothing before the first interval");
+        let mut owners_seen = HashSet::new();
+        let mut t = t0;
+        let mut arms = 0;
+        for _ in 0..16 {
+            t = s.next_at();
+            match s.step(t, &mut no_maps).unwrap() {
+                Action::Arm(a) => {
+                    arms += 1;
+                    assert_eq!(a.len(), 2);
+                    owners_seen.extend(a.iter().map(|x| x >> 32));
+                    assert!(s.is_armed());
+                    assert_eq!(s.next_at(), t + cfg.window);
+                }
+                Action::Disarm => assert!(!s.is_armed()),
+            }
+        }
+        assert_eq!(arms, 8);
+        assert_eq!(owners_seen.len(), 4, "every owner's data gets watched");
+        assert!(t - t0 >= cfg.interval * 7);
+    }
+
+    #[test]
+    fn hit_budget_cuts_the_window() {
+        let cfg = WatchConfig {
+            max_hits: 10,
+            ..WatchConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 3);
+        s.add_fault(1, 0x1000_0000);
+        let mut no_maps = |_: &mut dyn FnMut() -> u64| None;
+        let t1 = t0 + cfg.interval;
+        assert!(matches!(s.step(t1, &mut no_maps), Some(Action::Arm(_))));
+        let t2 = t1 + Duration::from_millis(1);
+        s.add_hits(4, t2);
+        assert_eq!(s.next_at(), t1 + cfg.window, "under budget: full window");
+        s.add_hits(6, t2);
+        assert_eq!(s.next_at(), t2, "budget reached: disarm now");
+        assert_eq!(s.step(t2, &mut no_maps), Some(Action::Disarm));
+        assert_eq!(s.next_at(), t1 + cfg.interval, "next window keeps the interval");
+        assert_eq!(s.cut_windows, 1);
+    }
+
+    #[test]
+    fn falls_back_to_mappings() {
+        let text = "\
+00400000-00401000 r-xp 00000000 08:01 1 /bin/app
+00600000-00602000 rw-p 00000000 08:01 1 /bin/app
+7ffd000-7ffe000 rw-p 00000000 00:00 0 [vvar]
+7f0000000000-7f0000100000 rw-p 00000000 00:00 0
+";
+        let maps = parse_writable_mappings(text);
+        assert_eq!(
+            maps,
+            vec![(0x600000, 0x602000), (0x7f0000000000, 0x7f0000100000)]
+        );
+        for r in [0u64, 5, 0x1fff, 0x2000, 123456789] {
+            let w = random_word(&maps, r).unwrap();
+            assert_eq!(w % 8, 0);
+            assert!(maps.iter().any(|(a, b)| w >= *a && w < *b));
+        }
+        assert_eq!(random_word(&[], 3), None);
+        let cfg = WatchConfig::default();
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 1);
+        let mut from_maps = |r: &mut dyn FnMut() -> u64| random_word(&maps, r());
+        match s.step(t0 + cfg.interval, &mut from_maps) {
+            Some(Action::Arm(a)) => assert!(!a.is_empty()),
+            other => panic!("expected an arm action, got {other:?}"),
+        }
+    }
+}

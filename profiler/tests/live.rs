@@ -1,0 +1,70 @@
+//! Live sampling on the workloads of `tests/workloads` (real perf_event sampling on this
+//! machine). The runs share 2 vCPUs, so they take turns (one at a time) to keep the sample
+//! counts, and therefore the assertions, stable.
+
+mod common;
+
+use profiler::{run_profile, Backend, ProfileConfig, ProfileError, Target};
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn profile(name: &str, threads: usize, secs: f64, backend: Backend) -> profiler::ProfileRun {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = ProfileConfig::new(Target::Launch(common::argv(name, threads, secs)));
+    cfg.backend = backend;
+    run_profile(&cfg).unwrap()
+}
+
+#[test]
+fn faults_backend_numbers_threads_by_creation() {
+    let run = profile("nosharing", 4, 0.3, Backend::Faults);
+    assert!(run.exit_status.unwrap().success());
+    let m = &run.profile.meta;
+    assert_eq!(m.threads.len(), 4, "{:?}", m.threads);
+    assert_eq!(m.backend, "faults");
+    let root = m.threads[0].tid;
+    for (i, t) in m.threads.iter().enumerate() {
+        assert_eq!(t.index, i);
+        assert_eq!(t.name, "nosharing");
+        // Each worker first-touches 1 MiB = 256 pages of its own.
+        assert!(t.load_samples >= 256, "thread {i}: {t:?}");
+        if i > 0 {
+            assert_ne!(t.tid, root);
+        }
+    }
+    assert_eq!(run.watch_samples, 0);
+    assert_eq!(run.lost, 0);
+}
+
+#[test]
+fn watch_backend_attributes_watchpoint_hits() {
+    let run = profile("pairs", 4, 1.0, Backend::Watch);
+    assert!(run.watch_samples > 0, "no watchpoint hits");
+    let c = &run.profile.comm;
+    // Pairs (0,1) and (2,3) share; nothing crosses the pairs except noise.
+    let inside = c.get(0, 1) + c.get(2, 3);
+    let across = c.get(0, 2) + c.get(0, 3) + c.get(1, 2) + c.get(1, 3);
+    assert!(inside > 4.0 * across, "inside {inside} across {across}");
+}
+
+#[test]
+fn missing_command_is_an_error() {
+    let cfg = ProfileConfig::new(Target::Launch(vec!["cmlb-no-such-command".into()]));
+    match run_profile(&cfg) {
+        Err(ProfileError::Command { command, reason }) => {
+            assert_eq!(command, "cmlb-no-such-command");
+            assert!(reason.contains("not found"));
+        }
+        other => panic!("expected a command error, got {other:?}"),
+    }
+}
+
+#[test]
+fn gone_pid_is_an_error() {
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let pid = c.id() as i32;
+    c.wait().unwrap();
+    let cfg = ProfileConfig::new(Target::Attach(pid));
+    assert!(matches!(run_profile(&cfg), Err(ProfileError::NoSuchProcess(p)) if p == pid));
+}

@@ -1,0 +1,155 @@
+/* Workloads with known sharing patterns for cmlb tests (see README.md in this directory).
+ * One source, one binary per pattern: the Makefile compiles it with -DPATTERN=<n>.
+ * Thread w (creation index w, main thread = 0) first-touches its own buffer, then, until the
+ * time budget ends, reads its pattern partners' buffers and writes its own, so every sharing
+ * pair exchanges data continuously over the whole run. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define P_RING 1
+#define P_PAIRS 2
+#define P_CLUSTERS 3
+#define P_ALLTOALL 4
+#define P_NONE 5
+#define P_SKEWED 6
+
+#ifndef PATTERN
+#error "compile with -DPATTERN=<n>"
+#endif
+
+static const char *pattern_name(void) {
+    switch (PATTERN) {
+    case P_RING: return "ring";
+    case P_PAIRS: return "pairs";
+    case P_CLUSTERS: return "clusters";
+    case P_ALLTOALL: return "alltoall";
+    case P_NONE: return "nosharing";
+    default: return "skewed";
+    }
+}
+
+static int nthreads = 8;
+static double seconds = 1.5;
+static int cluster_k = 4;
+static size_t words_per_thread; /* 64-bit words in a light thread's buffer */
+static uint64_t *volatile bufs[1024];
+static size_t lens[1024];
+static pthread_barrier_t start_barrier, step_barrier;
+static double deadline;
+static volatile int stop_flag;
+static char cpus[1024][256];
+static long tids[1024];
+static uint64_t sums[1024];
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Heavy threads of the skewed workload: one in four (w % 4 == 1) streams 4x more memory. */
+static int is_heavy(int w) { return PATTERN == P_SKEWED && w % 4 == 1; }
+
+static int is_partner(int w, int p) {
+    if (p == w) return 0;
+    switch (PATTERN) {
+    case P_RING: return p == (w + 1) % nthreads || p == (w + nthreads - 1) % nthreads;
+    case P_PAIRS: return (p ^ 1) == w;
+    case P_CLUSTERS: return p / cluster_k == w / cluster_k;
+    case P_ALLTOALL: return 1;
+    default: return 0;
+    }
+}
+
+static void read_cpus(int w) {
+    char path[128], line[512];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tids[w]);
+    FILE *f = fopen(path, "r");
+    strcpy(cpus[w], "?");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+            char *v = line + 18;
+            while (*v == ' ' || *v == '\t') v++;
+            v[strcspn(v, "\n")] = 0;
+            size_t len = strlen(v) < sizeof cpus[w] - 1 ? strlen(v) : sizeof cpus[w] - 1;
+            memcpy(cpus[w], v, len);
+            cpus[w][len] = 0;
+        }
+    }
+    fclose(f);
+}
+
+static void *worker(void *arg) {
+    int w = (int)(intptr_t)arg;
+    tids[w] = syscall(SYS_gettid);
+    size_t n = words_per_thread * (is_heavy(w) ? 4 : 1);
+    uint64_t *mine = mmap(NULL, n * 8, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mine == MAP_FAILED) { perror("mmap"); exit(2); }
+    for (size_t i = 0; i < n; i++) mine[i] = i + (uint64_t)w; /* first touch by the owner */
+    lens[w] = n;
+    bufs[w] = mine;
+    pthread_barrier_wait(&start_barrier);
+    uint64_t acc = 0;
+    for (;;) {
+        int any = 0;
+        for (int p = 0; p < nthreads; p++) {
+            if (!is_partner(w, p)) continue;
+            any = 1;
+            const uint64_t *theirs = bufs[p];
+            size_t m = lens[p] < n ? lens[p] : n;
+            for (size_t i = 0; i < m; i++) {
+                acc += theirs[i];
+                mine[i] += acc & 1;
+            }
+        }
+        if (!any)
+            for (size_t i = 0; i < n; i++) mine[i] += ++acc & 3;
+        if (PATTERN == P_SKEWED) {
+            /* Bulk-synchronous steps: per step a heavy thread streams 4x the bytes. */
+            if (w == 0) stop_flag = now() >= deadline;
+            pthread_barrier_wait(&step_barrier);
+            int s = stop_flag;
+            pthread_barrier_wait(&step_barrier);
+            if (s) break;
+        } else if (now() >= deadline) {
+            break;
+        }
+    }
+    sums[w] = acc;
+    read_cpus(w);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) nthreads = atoi(argv[1]);
+    if (argc > 2) seconds = atof(argv[2]);
+    if (argc > 3) cluster_k = atoi(argv[3]);
+    size_t kib = getenv("WL_KIB") ? strtoul(getenv("WL_KIB"), NULL, 10) : 1024;
+    if (nthreads < 1 || nthreads > 1024 || seconds <= 0 || cluster_k < 1 || kib < 4) {
+        fprintf(stderr, "usage: %s [THREADS 1..1024] [SECONDS > 0] [CLUSTER_K >= 1]  (env WL_KIB >= 4: KiB per thread)\n", argv[0]);
+        return 2;
+    }
+    words_per_thread = kib * 1024 / 8;
+    pthread_barrier_init(&start_barrier, NULL, nthreads);
+    pthread_barrier_init(&step_barrier, NULL, nthreads);
+    pthread_t th[1024];
+    deadline = now() + seconds;
+    for (int w = 1; w < nthreads; w++)
+        if (pthread_create(&th[w], NULL, worker, (void *)(intptr_t)w) != 0) { perror("pthread_create"); return 2; }
+    worker((void *)0);
+    for (int w = 1; w < nthreads; w++) pthread_join(th[w], NULL);
+    printf("cmlb-wl pattern=%s threads=%d seconds=%g pid=%ld\n", pattern_name(), nthreads, seconds, (long)getpid());
+    for (int w = 0; w < nthreads; w++)
+        printf("cmlb-wl thread=%d tid=%ld heavy=%d cpus=%s sum=%llu\n", w, tids[w], is_heavy(w), cpus[w],
+               (unsigned long long)sums[w]);
+    return 0;
+}
