@@ -1,10 +1,11 @@
 //! What the kernel offers for memory-access sampling, and the `auto` backend choice.
 //!
-//! Preference (best first): `hw` (precise memory sampling: Intel PEBS, AMD IBS, Arm SPE)
-//! > `numa-faults` (NUMA balancing on and more than one node: the kernel re-faults pages
-//! periodically, so page faults keep showing who uses which page) > `watch` (watchpoints on
-//! sampled words, plus first-touch faults for the load vector) > `faults` (first-touch page
-//! faults only: page ownership, little sharing information).
+//! Preference, best first:
+//! 1. `hw`: precise memory sampling (Intel PEBS, AMD IBS, Arm SPE);
+//! 2. `numa-faults`: NUMA balancing on and more than one node (the kernel re-faults pages
+//!    periodically, so page faults keep showing who uses which page);
+//! 3. `watch`: watchpoints on sampled words, plus first-touch faults for the load vector;
+//! 4. `faults`: first-touch page faults only (page ownership, little sharing information).
 
 use serde::Serialize;
 use std::fmt;
@@ -84,7 +85,9 @@ pub struct Probe {
 }
 
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Detect hardware memory sampling from the PMU list and the core PMU's event aliases.
@@ -157,9 +160,11 @@ impl Probe {
             breakpoint_pmu: pmus.iter().any(|x| x == "breakpoint"),
             pmus,
             hw_pmu,
-            paranoid: read_trim("/proc/sys/kernel/perf_event_paranoid").and_then(|s| s.parse().ok()),
+            paranoid: read_trim("/proc/sys/kernel/perf_event_paranoid")
+                .and_then(|s| s.parse().ok()),
             root: nix::unistd::geteuid().is_root(),
-            numa_balancing: read_trim("/proc/sys/kernel/numa_balancing").and_then(|s| s.parse().ok()),
+            numa_balancing: read_trim("/proc/sys/kernel/numa_balancing")
+                .and_then(|s| s.parse().ok()),
             numa_nodes,
             faults_ok: try_open_faults(),
             watch_ok: try_open_watch(),
@@ -288,10 +293,21 @@ mod tests {
 
     #[test]
     fn auto_preference_order() {
-        assert_eq!(probe(Some(HwPmu::AmdIbs), Some(1), 2, true).auto, Backend::Hw);
+        assert_eq!(
+            probe(Some(HwPmu::AmdIbs), Some(1), 2, true).auto,
+            Backend::Hw
+        );
         assert_eq!(probe(None, Some(1), 2, true).auto, Backend::NumaFaults);
-        assert_eq!(probe(None, Some(1), 1, true).auto, Backend::Watch, "one node");
-        assert_eq!(probe(None, Some(0), 4, true).auto, Backend::Watch, "balancing off");
+        assert_eq!(
+            probe(None, Some(1), 1, true).auto,
+            Backend::Watch,
+            "one node"
+        );
+        assert_eq!(
+            probe(None, Some(0), 4, true).auto,
+            Backend::Watch,
+            "balancing off"
+        );
         assert_eq!(probe(None, None, 1, false).auto, Backend::Faults);
         let mut p = probe(None, None, 1, true);
         p.watch_ok = Err("EACCES".into());
@@ -330,7 +346,10 @@ mod tests {
         // breakpoint PMU is refused, e.g. inside a restricted container).
         let p = Probe::run();
         assert!(p.faults_ok.is_ok(), "{:?}", p.faults_ok);
-        assert!(matches!(p.auto, Backend::Watch | Backend::Faults | Backend::Hw));
+        assert!(matches!(
+            p.auto,
+            Backend::Watch | Backend::Faults | Backend::Hw
+        ));
         assert!(p.to_string().contains("auto backend:"));
     }
 }

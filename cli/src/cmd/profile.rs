@@ -83,35 +83,46 @@ fn ms(v: f64, what: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(v / 1000.0))
 }
 
-/// Fail before running anything if the profile cannot be written where asked.
+/// Fail before running anything if the profile cannot be written where asked. Nothing is
+/// created here: the nearest existing ancestor must be a writable directory.
 fn check_output_dir(out: &Path) -> Result<()> {
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
     if out.exists() && !out.is_dir() {
         bail!(
             "output {} exists and is not a directory: choose another --out",
             out.display()
         );
     }
-    std::fs::create_dir_all(&parent).with_context(|| {
-        format!(
-            "output directory {} cannot be created (for --out {})",
-            parent.display(),
-            out.display()
+    let mut anc = out.parent().map(Path::to_path_buf);
+    while let Some(a) = anc.clone() {
+        if a.as_os_str().is_empty() {
+            anc = Some(PathBuf::from("."));
+            break;
+        }
+        if a.exists() {
+            break;
+        }
+        anc = a.parent().map(Path::to_path_buf);
+    }
+    let anc = anc.unwrap_or_else(|| PathBuf::from("."));
+    if !anc.is_dir() {
+        bail!(
+            "output directory for --out {} cannot be created: {} is not a directory",
+            out.display(),
+            anc.display()
+        );
+    }
+    nix::unistd::access(
+        &anc,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "output directory {} is not writable (for --out {}): {}",
+            anc.display(),
+            out.display(),
+            e.desc()
         )
     })?;
-    tempfile::Builder::new()
-        .prefix(".cmlb-write-test-")
-        .tempfile_in(&parent)
-        .with_context(|| {
-            format!(
-                "output directory {} is not writable (for --out {})",
-                parent.display(),
-                out.display()
-            )
-        })?;
     Ok(())
 }
 

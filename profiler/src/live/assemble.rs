@@ -88,5 +88,3 @@ pub fn build(
     }
     Ok(profile)
 }
-
-

@@ -83,18 +83,20 @@ pub fn paranoid_level() -> Option<i32> {
 pub fn classify_open_error(e: io::Error, what: &str, target: i32) -> ProfileError {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => {
-            let level = paranoid_level()
-                .map(|l| l.to_string())
-                .unwrap_or_else(|| "unknown".into());
+            let level = paranoid_level();
+            let uid = nix::unistd::getuid();
+            let detail = match level {
+                Some(l) if l > 2 && !uid.is_root() => format!(
+                    "unprivileged perf_event_open is disabled (kernel.perf_event_paranoid={l}): run as root, grant CAP_PERFMON, or `sysctl kernel.perf_event_paranoid=2`"
+                ),
+                l => format!(
+                    "uid {uid} may not observe pid {target} (kernel.perf_event_paranoid={}; another user's process needs root or CAP_PERFMON, levels above 2 forbid unprivileged perf entirely)",
+                    l.map(|l| l.to_string()).unwrap_or_else(|| "unknown".into())
+                ),
+            };
             ProfileError::NotPermitted {
                 what: what.to_string(),
-                detail: format!(
-                    "the kernel refused to let uid {} observe pid {target} \
-                     (kernel.perf_event_paranoid={level}; levels above 2 forbid unprivileged \
-                     perf entirely, and other users' processes need CAP_PERFMON or root: \
-                     lower it with `sysctl kernel.perf_event_paranoid=2` or run as root)",
-                    nix::unistd::getuid()
-                ),
+                detail,
             }
         }
         Some(libc::ESRCH) => ProfileError::NoSuchProcess(target),

@@ -129,7 +129,10 @@ mod tests {
     fn missing_command_is_reported() {
         let argv = vec!["/nonexistent/cmlb-no-such-program".to_string()];
         let err = launch(&argv, |_| Ok(())).unwrap_err().to_string();
-        assert!(err.contains("cmlb-no-such-program") && err.contains("no such file"), "{err}");
+        assert!(
+            err.contains("cmlb-no-such-program") && err.contains("no such file"),
+            "{err}"
+        );
         let argv = vec!["cmlb-no-such-program-xyz".to_string()];
         let err = launch(&argv, |_| Ok(())).unwrap_err().to_string();
         assert!(err.contains("not found in PATH"), "{err}");
@@ -139,10 +142,7 @@ mod tests {
     fn failed_setup_never_runs_the_command() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let argv = vec![
-            "touch".to_string(),
-            marker.to_string_lossy().into_owned(),
-        ];
+        let argv = vec!["touch".to_string(), marker.to_string_lossy().into_owned()];
         let err = launch(&argv, |_| -> Result<()> {
             Err(ProfileError::Config("setup refused".into()))
         })

@@ -120,7 +120,11 @@ fn install_signal_handlers() {
 }
 
 /// Resolve `auto` and check that the requested backend can run here.
-pub fn resolve_backend(requested: Backend, probe: &Probe, warnings: &mut Vec<String>) -> Result<Backend> {
+pub fn resolve_backend(
+    requested: Backend,
+    probe: &Probe,
+    warnings: &mut Vec<String>,
+) -> Result<Backend> {
     let b = match requested {
         Backend::Auto => probe.auto,
         b => b,
@@ -164,7 +168,9 @@ pub fn resolve_backend(requested: Backend, probe: &Probe, warnings: &mut Vec<Str
 }
 
 fn raise_fd_limit() {
-    if let Ok((soft, hard)) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+    if let Ok((soft, hard)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
         if soft < hard {
             let _ = nix::sys::resource::setrlimit(
                 nix::sys::resource::Resource::RLIMIT_NOFILE,
@@ -211,8 +217,10 @@ fn open_streams(
                     // No free debug register (a debugger or another profiler holds some):
                     // run with fewer watchpoints rather than fail.
                     Err(ProfileError::Perf { source, .. })
-                        if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EBUSY))
-                            && s > 0 =>
+                        if matches!(
+                            source.raw_os_error(),
+                            Some(libc::ENOSPC) | Some(libc::EBUSY)
+                        ) && s > 0 =>
                     {
                         warnings.push(format!(
                             "only {s} of {slots} watchpoints available (debug registers busy)"
@@ -310,51 +318,62 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         install_signal_handlers();
     }
 
-    let (root, mut child, existing, mut opened, command): (i32, Option<Child>, _, Opened, Vec<String>) =
-        match &cfg.target {
-            Target::Launch(argv) => {
-                let (child, opened) = launch::launch(argv, |pid| {
-                    open_streams(&[pid], &cpus, backend, cfg, true, cfg.watch.slots)
-                })?;
-                let pid = child.id() as i32;
-                (pid, Some(child), vec![(pid, String::new())], opened, argv.clone())
+    let (root, mut child, existing, mut opened, command): (
+        i32,
+        Option<Child>,
+        _,
+        Opened,
+        Vec<String>,
+    ) = match &cfg.target {
+        Target::Launch(argv) => {
+            let (child, opened) = launch::launch(argv, |pid| {
+                open_streams(&[pid], &cpus, backend, cfg, true, cfg.watch.slots)
+            })?;
+            let pid = child.id() as i32;
+            (
+                pid,
+                Some(child),
+                vec![(pid, String::new())],
+                opened,
+                argv.clone(),
+            )
+        }
+        Target::Attach(pid) => {
+            let pid = *pid;
+            if pid <= 0 || !process_alive(pid) {
+                return Err(ProfileError::NoSuchProcess(pid));
             }
-            Target::Attach(pid) => {
-                let pid = *pid;
-                if pid <= 0 || !process_alive(pid) {
-                    return Err(ProfileError::NoSuchProcess(pid));
+            let mut existing =
+                threads::existing_threads(pid).map_err(|_| ProfileError::NoSuchProcess(pid))?;
+            let tids: Vec<i32> = existing.iter().map(|t| t.0).collect();
+            let mut opened = open_streams(&tids, &cpus, backend, cfg, false, cfg.watch.slots)?;
+            // Threads created while the events were being opened have no inherited
+            // events: open theirs too, until the thread list is stable.
+            for _ in 0..10 {
+                let now = threads::existing_threads(pid).unwrap_or_default();
+                let new: Vec<(i32, String)> = now
+                    .into_iter()
+                    .filter(|(t, _)| !existing.iter().any(|(e, _)| e == t))
+                    .collect();
+                if new.is_empty() {
+                    break;
                 }
-                let mut existing = threads::existing_threads(pid)
-                    .map_err(|_| ProfileError::NoSuchProcess(pid))?;
-                let tids: Vec<i32> = existing.iter().map(|t| t.0).collect();
-                let mut opened = open_streams(&tids, &cpus, backend, cfg, false, cfg.watch.slots)?;
-                // Threads created while the events were being opened have no inherited
-                // events: open theirs too, until the thread list is stable.
-                for _ in 0..10 {
-                    let now = threads::existing_threads(pid).unwrap_or_default();
-                    let new: Vec<(i32, String)> = now
-                        .into_iter()
-                        .filter(|(t, _)| !existing.iter().any(|(e, _)| e == t))
-                        .collect();
-                    if new.is_empty() {
-                        break;
-                    }
-                    let tids: Vec<i32> = new.iter().map(|t| t.0).collect();
-                    let more = open_streams(&tids, &cpus, backend, cfg, false, opened.slots)?;
-                    opened.streams.extend(more.streams);
-                    existing.extend(new);
-                }
-                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .map(|b| {
-                        b.split(|&c| c == 0)
-                            .filter(|s| !s.is_empty())
-                            .map(|s| String::from_utf8_lossy(s).into_owned())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (pid, None, existing, opened, cmdline)
+                let tids: Vec<i32> = new.iter().map(|t| t.0).collect();
+                let more = open_streams(&tids, &cpus, backend, cfg, false, opened.slots)?;
+                opened.streams.extend(more.streams);
+                existing.extend(new);
             }
-        };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| {
+                    b.split(|&c| c == 0)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (pid, None, existing, opened, cmdline)
+        }
+    };
     warnings.append(&mut opened.warnings);
     let slots = opened.slots;
     let mut streams = opened.streams;
@@ -418,7 +437,8 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
                 None => {}
             }
         }
-        if cfg.progress && now.duration_since(start) > Duration::from_secs(2)
+        if cfg.progress
+            && now.duration_since(start) > Duration::from_secs(2)
             && now.duration_since(last_progress) >= Duration::from_millis(500)
         {
             last_progress = now;
@@ -540,10 +560,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         knobs.push(("watch_interval_ms".into(), fmt_ms(w.interval)));
         knobs.push(("watch_hold".into(), w.hold.to_string()));
         knobs.push(("watch_max_hits".into(), w.max_hits.to_string()));
-        knobs.push((
-            "watch_duty_cycle".into(),
-            format!("{:.3}", w.duty_cycle()),
-        ));
+        knobs.push(("watch_duty_cycle".into(), format!("{:.3}", w.duty_cycle())));
         knobs.push((
             "watch_windows".into(),
             sched.as_ref().map_or(0, |s| s.windows).to_string(),

@@ -179,7 +179,8 @@ impl Scheduler {
         }
         if self.armed {
             self.armed = false;
-            self.next_at = (self.window_start + self.cfg.interval).max(now + Duration::from_micros(100));
+            self.next_at =
+                (self.window_start + self.cfg.interval).max(now + Duration::from_micros(100));
             return Some(Action::Disarm);
         }
         if self.windows_left == 0 || self.current.is_empty() {
@@ -199,10 +200,7 @@ impl Scheduler {
         Some(Action::Arm(self.current.clone()))
     }
 
-    fn choose(
-        &mut self,
-        maps: &mut dyn FnMut(&mut dyn FnMut() -> u64) -> Option<u64>,
-    ) -> Vec<u64> {
+    fn choose(&mut self, maps: &mut dyn FnMut(&mut dyn FnMut() -> u64) -> Option<u64>) -> Vec<u64> {
         let mut chosen = Vec::new();
         let mut lines = HashSet::new();
         let owners: Vec<i32> = self.owners.keys().copied().collect();
@@ -325,7 +323,11 @@ mod tests {
             }
         }
         let mut no_maps = |_: &mut dyn FnMut() -> u64| None;
-        assert_eq!(s.step(t0, &mut no_maps), None, "nothing before the first interval");
+        assert_eq!(
+            s.step(t0, &mut no_maps),
+            None,
+            "nothing before the first interval"
+        );
         let mut owners_seen = HashSet::new();
         let mut t = t0;
         let mut arms = 0;
@@ -365,7 +367,11 @@ mod tests {
         s.add_hits(6, t2);
         assert_eq!(s.next_at(), t2, "budget reached: disarm now");
         assert_eq!(s.step(t2, &mut no_maps), Some(Action::Disarm));
-        assert_eq!(s.next_at(), t1 + cfg.interval, "next window keeps the interval");
+        assert_eq!(
+            s.next_at(),
+            t1 + cfg.interval,
+            "next window keeps the interval"
+        );
         assert_eq!(s.cut_windows, 1);
     }
 
