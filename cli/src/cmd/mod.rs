@@ -1,7 +1,7 @@
 //! One module per subcommand.
 pub mod eval;
 pub mod map;
+pub mod profile;
 pub mod report;
 pub mod run;
-pub mod profile;
 pub mod topology;
