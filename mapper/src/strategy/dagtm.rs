@@ -103,7 +103,7 @@ impl Strategy for Dagtm {
         if let Some(v) = p.take_usize("line", 1)? {
             if !v.is_power_of_two() {
                 return Err(MapError::Strategy(format!(
-                    "strategy 'dagtm': parameter line={v} is invalid: expected a power of two"
+                    "'dagtm': parameter line={v} is invalid: expected a power of two"
                 )));
             }
             s.line = v as u64;
@@ -111,7 +111,7 @@ impl Strategy for Dagtm {
         p.finish(KEYS)?;
         if s.dmin > s.dmax {
             return Err(MapError::Strategy(format!(
-                "strategy 'dagtm': dmin={} must not exceed dmax={}",
+                "'dagtm': dmin={} must not exceed dmax={}",
                 s.dmin, s.dmax
             )));
         }
@@ -126,7 +126,7 @@ impl Strategy for Dagtm {
         let n = input.comm.n();
         let log = self.samples.as_deref().ok_or_else(|| {
             MapError::Strategy(
-                "strategy 'dagtm' needs the profile's sample log (samples.csv with \
+                "'dagtm' needs the profile's sample log (samples.csv with \
                  tid_index,time_ns,addr): give a profile directory that has one, or --samples FILE"
                     .into(),
             )

@@ -40,7 +40,7 @@ pub trait Strategy {
     /// without parameters keep this default, which refuses any.
     fn configure(&self, params: &mut Params) -> Result<Box<dyn Strategy>> {
         Err(MapError::Strategy(format!(
-            "strategy '{}' takes no parameters (got '{}')",
+            "'{}' takes no parameters (got '{}')",
             self.name(),
             params.text
         )))
@@ -73,18 +73,18 @@ impl Params {
             let item = item.trim();
             let (k, v) = item.split_once('=').ok_or_else(|| {
                 MapError::Strategy(format!(
-                    "strategy '{strategy}': parameter '{item}' is not of the form key=value"
+                    "'{strategy}': parameter '{item}' is not of the form key=value"
                 ))
             })?;
             let (k, v) = (k.trim(), v.trim());
             if k.is_empty() || v.is_empty() {
                 return Err(MapError::Strategy(format!(
-                    "strategy '{strategy}': parameter '{item}' has an empty key or value"
+                    "'{strategy}': parameter '{item}' has an empty key or value"
                 )));
             }
             if pairs.iter().any(|(x, _)| x == k) {
                 return Err(MapError::Strategy(format!(
-                    "strategy '{strategy}': parameter '{k}' is given twice"
+                    "'{strategy}': parameter '{k}' is given twice"
                 )));
             }
             pairs.push((k.to_string(), v.to_string()));
@@ -98,7 +98,7 @@ impl Params {
 
     fn bad(&self, key: &str, value: &str, want: &str) -> MapError {
         MapError::Strategy(format!(
-            "strategy '{}': parameter {key}={value} is invalid: {want}",
+            "'{}': parameter {key}={value} is invalid: {want}",
             self.strategy
         ))
     }
@@ -145,7 +145,7 @@ impl Params {
         match self.pairs.first() {
             None => Ok(()),
             Some((k, _)) => Err(MapError::Strategy(format!(
-                "strategy '{}' has no parameter '{k}'; known parameters: {}",
+                "'{}' has no parameter '{k}'; known parameters: {}",
                 self.strategy,
                 known.join(", ")
             ))),

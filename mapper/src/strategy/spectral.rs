@@ -124,7 +124,7 @@ impl Strategy for Spectral {
         p.finish(KEYS)?;
         if s.tl > s.th {
             return Err(MapError::Strategy(format!(
-                "strategy 'spectral': tl={} must not exceed th={}",
+                "'spectral': tl={} must not exceed th={}",
                 s.tl, s.th
             )));
         }
@@ -142,7 +142,7 @@ impl Strategy for Spectral {
         let k = match self.k {
             Some(k) if k < nodes => {
                 return Err(MapError::Strategy(format!(
-                    "strategy 'spectral': k={k} is smaller than the {nodes} NUMA nodes of the \
+                    "'spectral': k={k} is smaller than the {nodes} NUMA nodes of the \
                      topology (the method needs k >= nodes)"
                 )))
             }
