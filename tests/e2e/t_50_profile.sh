@@ -1,0 +1,56 @@
+# profile mode: each task runs under `cmlb profile` from its first instruction (exec-wrap by the
+# preload library), the profile lands in <scratch>/<key>/ as the job user; apply then finds it.
+# apply without a profile: bounded pre-run, then the pinned run.
+CMLB=$repo/target/debug/cmlb
+if ! "$CMLB" profile --help >/dev/null 2>&1; then
+    fail "profile mode: this cmlb has no 'profile' subcommand"; return
+fi
+[ -x "$WORK/pairs" ] || { fail "profile tests need t_20's workload"; return; }
+mkdir -p "$WORK/scratch" && chmod 1777 "$WORK/scratch"
+start_cluster "scratch=$WORK/scratch/%u" || return
+
+srun -n1 -c2 --cmlb-map=profile "$WORK/pairs" 4 1.0 >"$WORK/p.out" 2>"$WORK/p.err"
+rc=$?
+check "profile: the program runs and succeeds (rc=$rc)" test $rc -eq 0
+check "profile: the program's output passes through" test "$(grep -c '^thread ' "$WORK/p.out")" -eq 4
+check "profile: the path is printed once" test "$(grep -c '^cmlb: profiling .*; profile: ' "$WORK/p.err")" -eq 1
+D=$(sed -n 's/^cmlb: profiling .*; profile: //p' "$WORK/p.err" | head -1)
+check "profile: written under the scratch dir of the user" test -n "$D" -a -f "$D/profile.yaml" -a "${D#"$WORK/scratch/root/"}" != "$D"
+if [ -f "$D/comm.csv" ]; then
+    check "profile: 4 threads in creation order" test "$(grep -c '^- ' <(sed -n '/^threads:/,$p' "$D/profile.yaml") )" -ge 4
+    check "profile: comm.csv is 4x4" test "$(awk -F, 'END {print NR "x" NF}' "$D/comm.csv")" = 4x4
+    # pairs: threads 0-1 and 2-3 share, the pairs do not.
+    check "profile: the known sharing (0-1, 2-3) dominates" awk -F, '
+        {for (j = 1; j <= NF; j++) a[NR-1, j-1] = $j}
+        END {inside = a[0,1] + a[2,3]; across = a[0,2] + a[0,3] + a[1,2] + a[1,3];
+             if (!(inside > 0 && inside > 4 * across)) {print "inside " inside " across " across > "/dev/stderr"; exit 1}}' "$D/comm.csv"
+    "$CMLB" map --profile "$D" --topology live --format json --out "$WORK/pplan.json" >/dev/null
+    check "profile: cmlb map accepts it" test -s "$WORK/pplan.json"
+fi
+
+# apply finds the profile by key (same command, threads, cores) and pins as cmlb map plans.
+srun -n1 -c2 --cmlb-map=apply:strategy=scatter "$WORK/pairs" 4 1.0 >"$WORK/pa.out" 2>"$WORK/pa.err"
+check "apply after profile: uses the scratch profile" contains "$WORK/pa.err" "profile $D (4 threads)"
+"$CMLB" map --profile "$D" --cpuset "$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)" --strategy scatter --format yaml \
+    | awk '/^- thread:/ {t=$3} /^ +pu:/ {print t, $2}' | sort -n > "$WORK/pa.plan"
+check "apply after profile: threads pinned as planned" diff "$WORK/pa.plan" <(awk '$1 == "thread" {print $2, $6}' "$WORK/pa.out" | sort -n)
+
+# As an ordinary user: the profile belongs to that user, in that user's scratch dir.
+if id nobody >/dev/null 2>&1; then
+    grp=$(id -gn nobody)
+    srun --uid=nobody --gid="$grp" -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.5 >"$WORK/u.out" 2>"$WORK/u.err"
+    U=$(sed -n 's/^cmlb: profiling .*; profile: //p' "$WORK/u.err" | head -1)
+    check "profile as user nobody: written" test -n "$U" -a -f "$U/profile.yaml"
+    check "profile as user nobody: owned by nobody" test "$(stat -c %U "$U" 2>/dev/null)" = nobody
+    check "profile as user nobody: in nobody's scratch" test "${U#"$WORK/scratch/nobody/"}" != "$U"
+fi
+
+# apply without any profile: pre-run bounded by time=, then the pinned run.
+start=$(date +%s)
+srun -n1 -c2 --cmlb-map=apply:time=1,strategy=scatter "$WORK/pairs" 4 4 >"$WORK/pr.out" 2>"$WORK/pr.err"
+rc=$?
+took=$(( $(date +%s) - start ))
+check "pre-run: announced" contains "$WORK/pr.err" "profiling for 1 s first (pre-run), then running pinned"
+check "pre-run: the real run succeeds (rc=$rc)" test $rc -eq 0
+check "pre-run: stopped after time= (took ${took}s for a 4 s program)" test "$took" -lt 9
+check "pre-run: the real run's threads are pinned" test "$(awk '$1 == "thread" && $6 ~ /^[0-9]+$/' "$WORK/pr.out" | wc -l)" -eq 4
