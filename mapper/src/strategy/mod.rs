@@ -10,11 +10,20 @@ use crate::plan::{Assignment, Plan};
 use crate::topology::Topology;
 
 mod baseline;
+mod cmlb;
+mod common;
 pub mod dagtm;
+mod eagermap;
 mod eigen;
 mod pair_exchange;
 pub mod qap;
+mod refine;
 pub mod spectral;
+
+pub use refine::LOAD_TOLERANCE;
+
+/// The strategy used when none is named (CLI, SPANK plugin): see [`refine`].
+pub const DEFAULT: &str = "cmlb-refine";
 
 /// What every strategy gets.
 #[derive(Debug, Clone, Copy)]
@@ -153,12 +162,13 @@ impl Params {
     }
 }
 
-/// The strategy `cmlb map` uses when none is named. Placeholder until the CMLB strategies land.
-pub const DEFAULT: &str = "compact";
-
 /// Every strategy, in the order `--compare` prints them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
     vec![
+        Box::new(refine::CmlbRefine),
+        Box::new(cmlb::Cmlb),
+        Box::new(eagermap::EagerMap),
+        Box::new(eagermap::EagerMapLb),
         Box::new(baseline::Compact),
         Box::new(baseline::Scatter),
         Box::new(baseline::Random),

@@ -1,0 +1,159 @@
+//! Mapping quality on real matrices (the quality bar; README "Mapping quality").
+//!
+//! The ten EagerMap example matrices (nine NAS-MPI 32-task, SP-OMP 64-thread), each on a
+//! synthetic topology with exactly n PUs and 2 or 4 NUMA nodes, with two load vectors:
+//! the first quarter of the threads 4× heavier, and seeded log-normal loads.
+//!
+//! Print the table: `cargo test -p cmlb-mapper --release --test quality -- --nocapture`
+
+mod common;
+
+use mapper::strategy::{compute_plan, MapInput, DEFAULT};
+use mapper::Topology;
+
+struct Row {
+    matrix: String,
+    numa: u32,
+    strategy: String,
+    remote: f64,
+    std: f64,
+}
+
+fn run(loads: &dyn Fn(usize) -> Vec<f64>, strategies: &[&str]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (name, comm) in common::nas_matrices() {
+        let n = comm.n();
+        let load = loads(n);
+        for numa in [2u32, 4] {
+            let topo: Topology = common::uniform(numa, 1, n as u32 / numa, 1);
+            let input = MapInput {
+                comm: &comm,
+                load: &load,
+                topology: &topo,
+                seed: 1,
+            };
+            for s in strategies {
+                let p = compute_plan(s, &input).expect("plan");
+                rows.push(Row {
+                    matrix: name.clone(),
+                    numa,
+                    strategy: s.to_string(),
+                    remote: p.metrics.remote_comm,
+                    std: p.metrics.load_std,
+                });
+            }
+        }
+    }
+    rows
+}
+
+fn total(rows: &[Row], s: &str, f: impl Fn(&Row) -> f64) -> f64 {
+    rows.iter().filter(|r| r.strategy == s).map(f).sum()
+}
+
+fn print_table(title: &str, rows: &[Row], strategies: &[&str]) {
+    println!("\n{title}");
+    print!("{:<8} {:>4}", "matrix", "numa");
+    for s in strategies {
+        print!(" | {:>12} {:>9}", format!("{s} RC"), "Load_std");
+    }
+    println!();
+    let mut keys: Vec<(String, u32)> = rows.iter().map(|r| (r.matrix.clone(), r.numa)).collect();
+    keys.dedup();
+    for (m, numa) in keys {
+        print!("{m:<8} {numa:>4}");
+        for s in strategies {
+            let r = rows
+                .iter()
+                .find(|r| r.matrix == m && r.numa == numa && r.strategy == *s)
+                .unwrap();
+            print!(" | {:>12.0} {:>9.3}", r.remote, r.std);
+        }
+        println!();
+    }
+    print!("{:<13}", "sum");
+    for s in strategies {
+        print!(
+            " | {:>12.0} {:>9.3}",
+            total(rows, s, |r| r.remote),
+            total(rows, s, |r| r.std)
+        );
+    }
+    println!();
+    let (e_rc, e_std) = (
+        total(rows, "eagermap", |r| r.remote),
+        total(rows, "eagermap", |r| r.std),
+    );
+    print!("{:<13}", "vs eagermap");
+    for s in strategies {
+        print!(
+            " | {:>11.3}x {:>8.2}%",
+            total(rows, s, |r| r.remote) / e_rc,
+            100.0 * total(rows, s, |r| r.std) / e_std
+        );
+    }
+    println!();
+}
+
+const SHOWN: [&str; 4] = ["eagermap", "eagermap-lb", "cmlb", DEFAULT];
+
+#[test]
+fn quarter_heavy_loads_meet_the_quality_bar() {
+    let rows = run(&common::quarter_heavy, &SHOWN);
+    print_table(
+        "NAS matrices, first quarter of threads 4x load (RC = RemoteComm)",
+        &rows,
+        &SHOWN,
+    );
+    let rc = |s| total(&rows, s, |r| r.remote);
+    let sd = |s| total(&rows, s, |r| r.std);
+    // The faithful thesis grouping: balanced, at a communication cost.
+    assert!(
+        sd("cmlb") <= 0.05 * sd("eagermap"),
+        "cmlb Load_std {} vs eagermap {}",
+        sd("cmlb"),
+        sd("eagermap")
+    );
+    assert!(
+        rc("cmlb") > rc("eagermap"),
+        "cmlb RemoteComm {} vs eagermap {}",
+        rc("cmlb"),
+        rc("eagermap")
+    );
+    // The default: balanced and close to EagerMap's communication.
+    assert!(
+        sd(DEFAULT) <= 0.05 * sd("eagermap"),
+        "{DEFAULT} Load_std {} vs eagermap {}",
+        sd(DEFAULT),
+        sd("eagermap")
+    );
+    assert!(
+        rc(DEFAULT) < rc("cmlb"),
+        "{DEFAULT} must beat the faithful cmlb"
+    );
+}
+
+#[test]
+fn lognormal_loads_default_never_less_balanced_than_eagermap() {
+    let loads = |n| common::lognormal_loads(n, 42);
+    let rows = run(&loads, &SHOWN);
+    print_table(
+        "NAS matrices, log-normal loads (sigma 1, seed 42)",
+        &rows,
+        &SHOWN,
+    );
+    for d in rows.iter().filter(|r| r.strategy == DEFAULT) {
+        let e = rows
+            .iter()
+            .find(|r| r.strategy == "eagermap" && r.matrix == d.matrix && r.numa == d.numa)
+            .unwrap();
+        assert!(
+            d.std <= e.std,
+            "{} on {} NUMA: {DEFAULT} Load_std {} > eagermap {}",
+            d.matrix,
+            d.numa,
+            d.std,
+            e.std
+        );
+    }
+}
