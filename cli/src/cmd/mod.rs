@@ -2,6 +2,7 @@
 pub mod eval;
 pub mod map;
 pub mod profile;
+pub mod profile_import;
 pub mod report;
 pub mod run;
 pub mod topology;

@@ -23,7 +23,9 @@ Threads are numbered in creation order inside the process (main thread = 0). The
 exit status becomes cmlb's exit status (128+N if it was killed by signal N) once the profile \
 is written; cmlb exits 1 without writing anything if profiling itself fails.",
     after_help = "Examples:\n  cmlb profile --probe\n  cmlb profile --out prof -- ./app 8\n  \
-cmlb profile --backend faults --duration 10 --attach 1234"
+cmlb profile --backend faults --duration 10 --attach 1234\n  \
+cmlb profile --import perf-script app.trace --out prof   (trace from `perf script -F \
+comm,pid,tid,time,event,addr,data_src --show-task-events`, or csv: tid,time_ns,addr,kind[,dram])"
 )]
 pub struct Args {
     /// Sampling backend.
@@ -65,6 +67,11 @@ pub struct Args {
     /// watch: a window ends early after this many hits (bounds the trap cost on hot words).
     #[arg(long, default_value_t = 256)]
     watch_max_hits: u32,
+    /// Analyse a recorded trace instead of running anything: FORMAT is perf-script (output of
+    /// `perf script` with tid, time and addr, e.g. after `perf mem record`) or csv
+    /// (tid,time_ns,addr,kind[,dram]).
+    #[arg(long, num_args = 2, value_names = ["FORMAT", "FILE"], conflicts_with_all = ["command", "attach"])]
+    import: Option<Vec<String>>,
     /// The command to profile and its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -85,7 +92,7 @@ fn ms(v: f64, what: &str) -> Result<Duration> {
 
 /// Fail before running anything if the profile cannot be written where asked. Nothing is
 /// created here: the nearest existing ancestor must be a writable directory.
-fn check_output_dir(out: &Path) -> Result<()> {
+pub(crate) fn check_output_dir(out: &Path) -> Result<()> {
     if out.exists() && !out.is_dir() {
         bail!(
             "output {} exists and is not a directory: choose another --out",
@@ -130,6 +137,9 @@ pub fn run(a: Args) -> Result<i32> {
     if a.probe {
         println!("{}", Probe::run());
         return Ok(0);
+    }
+    if let Some(imp) = &a.import {
+        return super::profile_import::run(&imp[0], Path::new(&imp[1]), &a.out);
     }
     let target = match (a.attach, a.command.is_empty()) {
         (Some(pid), true) => Target::Attach(pid),
