@@ -61,7 +61,8 @@ pub struct Args {
     /// this process's affinity mask.
     #[arg(long, value_name = "LIST|self")]
     pub cpuset: Option<String>,
-    /// Mapping strategy (see --list).
+    /// Mapping strategy (see --list), optionally with parameters after a colon:
+    /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit", "pair-exchange:iters=100000").
     #[arg(long, default_value = strategy::DEFAULT)]
     pub strategy: String,
     /// Seed for randomised strategies (same seed, same plan).
