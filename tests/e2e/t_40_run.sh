@@ -13,3 +13,19 @@ for s in compact scatter; do
 done
 taskset -c 0 "$CMLB" run --profile "$WORK/prof4" --strategy scatter -- "$WORK/pairs" 4 0.1 >"$WORK/r1" 2>&1
 check "cmlb run plans inside its own affinity (taskset -c 0)" test "$(awk '$1 == "thread" && $6 != "0"' "$WORK/r1" | wc -l)" -eq 0
+
+# No profile yet: a pre-run bounded by --time writes the cache, the real run is pinned; the next
+# run of the same command reuses the cached profile without a pre-run.
+rm -rf "$WORK/cache"
+start=$(date +%s)
+"$CMLB" run --cache "$WORK/cache" --time 1 --strategy scatter -- "$WORK/pairs" 4 3 >"$WORK/rr1" 2>"$WORK/rr1.err"
+rc=$?
+took=$(( $(date +%s) - start ))
+check "cmlb run pre-run: announced" contains "$WORK/rr1.err" "(pre-run)"
+check "cmlb run pre-run: real run succeeds (rc=$rc)" test $rc -eq 0
+check "cmlb run pre-run: bounded by --time (took ${took}s for a 3 s program)" test "$took" -lt 7
+check "cmlb run pre-run: profile cached" test "$(find "$WORK/cache" -name profile.yaml | wc -l)" -eq 1
+check "cmlb run pre-run: the real run is pinned (one CPU per thread)" test "$(awk '$1 == "thread" && $6 ~ /^[0-9]+$/' "$WORK/rr1" | wc -l)" -eq 4
+check "cmlb run pre-run: only the real run's output on stdout" test "$(grep -c '^thread ' "$WORK/rr1")" -eq 4
+"$CMLB" run --cache "$WORK/cache" --time 1 --strategy scatter -- "$WORK/pairs" 4 3 >"$WORK/rr2" 2>"$WORK/rr2.err"
+check "cmlb run: second run reuses the cached profile" lacks "$WORK/rr2.err" "pre-run"
