@@ -35,6 +35,8 @@ pub struct MapOpts {
     pub profile: Option<PathBuf>,
     /// Profiling window of the pre-run (apply without a profile) in seconds.
     pub time: f64,
+    /// `time=` was given: profile mode then stops sampling after `time` seconds too.
+    pub time_set: bool,
     pub period: Option<u64>,
     pub bind: BindMode,
     pub verbose: bool,
@@ -52,6 +54,7 @@ impl MapOpts {
             strategy: None,
             profile: None,
             time: DEFAULT_PRERUN_SECS,
+            time_set: false,
             period: None,
             bind: BindMode::Both,
             verbose: false,
@@ -106,6 +109,7 @@ pub fn parse_map(value: &str) -> Result<MapOpts, String> {
                     .filter(|t: &f64| t.is_finite() && *t > 0.0 && *t <= 86400.0)
                     .ok_or_else(|| format!("time={s} is not a number of seconds in (0, 86400]"))?;
                 o.time = t;
+                o.time_set = true;
             }
             "period" => {
                 let s = need(v)?;
@@ -275,6 +279,8 @@ mod tests {
         assert!(o.verbose && o.dryrun);
         assert_eq!(parse_map("profile:period=500").unwrap().period, Some(500));
         assert_eq!(parse_map("apply").unwrap().time, DEFAULT_PRERUN_SECS);
+        assert!(!parse_map("profile").unwrap().time_set);
+        assert!(parse_map("profile:time=1").unwrap().time_set);
     }
 
     #[test]

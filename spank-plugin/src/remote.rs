@@ -189,6 +189,10 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                     if let Some(p) = opts.period {
                         w.extend(["--period".into(), p.to_string()]);
                     }
+                    if opts.time_set {
+                        // Sampling window only: the program itself runs to its end.
+                        w.extend(["--duration".into(), opts.time.to_string()]);
+                    }
                     w.push("--".into());
                     TaskAction::Wrap {
                         words: w,

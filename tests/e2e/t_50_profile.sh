@@ -35,6 +35,12 @@ check "apply after profile: uses the scratch profile" contains "$WORK/pa.err" "p
     | awk '/^- thread:/ {t=$3} /^ +pu:/ {print t, $2}' | sort -n > "$WORK/pa.plan"
 check "apply after profile: threads pinned as planned" diff "$WORK/pa.plan" <(awk '$1 == "thread" {print $2, $6}' "$WORK/pa.out" | sort -n)
 
+# time= bounds the sampling window in profile mode; the program still runs to its end.
+srun -n1 -c2 --cmlb-map=profile:time=0.5 "$WORK/pairs" 4 2 >"$WORK/pt.out" 2>"$WORK/pt.err"
+T=$(sed -n 's/^cmlb: profiling .*; profile: //p' "$WORK/pt.err" | head -1)
+check "profile time=0.5: sampled about 0.5 s of a 2 s run" awk '/^duration_s:/ {d = $2} END {exit !(d > 0 && d < 1.2)}' "${T:-/dev/null}/profile.yaml"
+check "profile time=0.5: the program ran to its end" test "$(grep -c '^thread ' "$WORK/pt.out")" -eq 4
+
 # As an ordinary user: the profile belongs to that user, in that user's scratch dir.
 if id nobody >/dev/null 2>&1; then
     grp=$(id -gn nobody)
