@@ -42,6 +42,17 @@ for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {
     check "... RemoteComm and Load_std vs compact" contains "$WORK/a_$s.err" "RemoteComm"
 done
 
+# Two tasks on one node: each gets a disjoint share of the step's cores (here one PU each, in
+# core order), and all its threads stay inside it.
+if [ "$(nproc)" -ge 2 ]; then
+    srun -l -n2 -c1 --cmlb-map="apply:profile=$P" "$WORK/pairs" 4 0.1 >"$WORK/two.out" 2>/dev/null
+    first=$(echo "$ALL" | sed 's/[-,].*//')
+    t0=$(awk '$2 == "thread" && $1 == "0:" {print $7}' "$WORK/two.out" | sort -u | tr '\n' ' ')
+    t1=$(awk '$2 == "thread" && $1 == "1:" {print $7}' "$WORK/two.out" | sort -u | tr '\n' ' ')
+    check "2 tasks: task 0's 4 threads share one PU" test "$(awk '$2 == "thread" && $1 == "0:"' "$WORK/two.out" | wc -l)" -eq 4 -a "$t0" = "$first "
+    check "2 tasks: task 1's threads on another single PU ($t0/$t1)" test -n "$t1" -a "$t1" != "$t0" -a "$(echo $t1 | wc -w)" -eq 1
+fi
+
 # bind=omp: OpenMP variables set, no preload; OMP_NUM_THREADS left alone when the user set it.
 srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=scatter,bind=omp" env >"$WORK/env_omp" 2>&1
 pl=$(planned scatter "$ALL" | awk '{printf "%s{%s}", (NR>1?",":""), $2}')
