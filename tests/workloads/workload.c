@@ -44,6 +44,7 @@ static uint64_t *volatile bufs[1024];
 static size_t lens[1024];
 static pthread_barrier_t start_barrier, step_barrier;
 static double deadline;
+static long passes_limit; /* WL_PASSES: fixed work (passes per thread) instead of a time budget */
 static volatile int stop_flag;
 static char cpus[1024][256];
 static long tids[1024];
@@ -99,7 +100,9 @@ static void *worker(void *arg) {
     bufs[w] = mine;
     pthread_barrier_wait(&start_barrier);
     uint64_t acc = 0;
+    long passes = 0;
     for (;;) {
+        passes++;
         int any = 0;
         for (int p = 0; p < nthreads; p++) {
             if (!is_partner(w, p)) continue;
@@ -115,12 +118,12 @@ static void *worker(void *arg) {
             for (size_t i = 0; i < n; i++) mine[i] += ++acc & 3;
         if (PATTERN == P_SKEWED) {
             /* Bulk-synchronous steps: per step a heavy thread streams 4x the bytes. */
-            if (w == 0) stop_flag = now() >= deadline;
+            if (w == 0) stop_flag = passes_limit ? passes >= passes_limit : now() >= deadline;
             pthread_barrier_wait(&step_barrier);
             int s = stop_flag;
             pthread_barrier_wait(&step_barrier);
             if (s) break;
-        } else if (now() >= deadline) {
+        } else if (passes_limit ? passes >= passes_limit : now() >= deadline) {
             break;
         }
     }
@@ -134,8 +137,13 @@ int main(int argc, char **argv) {
     if (argc > 2) seconds = atof(argv[2]);
     if (argc > 3) cluster_k = atoi(argv[3]);
     size_t kib = getenv("WL_KIB") ? strtoul(getenv("WL_KIB"), NULL, 10) : 1024;
-    if (nthreads < 1 || nthreads > 1024 || seconds <= 0 || cluster_k < 1 || kib < 4) {
-        fprintf(stderr, "usage: %s [THREADS 1..1024] [SECONDS > 0] [CLUSTER_K >= 1]  (env WL_KIB >= 4: KiB per thread)\n", argv[0]);
+    passes_limit = getenv("WL_PASSES") ? strtol(getenv("WL_PASSES"), NULL, 10) : 0;
+    if (nthreads < 1 || nthreads > 1024 || seconds <= 0 || cluster_k < 1 || kib < 4 || passes_limit < 0) {
+        fprintf(stderr,
+                "usage: %s [THREADS 1..1024] [SECONDS > 0] [CLUSTER_K >= 1]\n"
+                "  env WL_KIB (>= 4): KiB of data per thread (default 1024)\n"
+                "  env WL_PASSES (>= 1): fixed number of passes per thread instead of SECONDS\n",
+                argv[0]);
         return 2;
     }
     words_per_thread = kib * 1024 / 8;
