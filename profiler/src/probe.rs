@@ -184,6 +184,12 @@ impl Probe {
     pub fn choose(&mut self) {
         let mut r = Vec::new();
         let hw = match &self.hw_pmu {
+            Some(HwPmu::ArmSpe(n)) => {
+                r.push(format!(
+                    "hw: Arm SPE ({n}) present; its AUX trace is read via `perf mem record` + --import"
+                ));
+                false
+            }
             Some(k) if self.faults_ok.is_ok() => {
                 r.push(format!("hw: {k:?} present"));
                 true
@@ -309,6 +315,11 @@ mod tests {
             "balancing off"
         );
         assert_eq!(probe(None, None, 1, false).auto, Backend::Faults);
+        assert_eq!(
+            probe(Some(HwPmu::ArmSpe("arm_spe_0".into())), None, 1, true).auto,
+            Backend::Watch,
+            "SPE is import-only"
+        );
         let mut p = probe(None, None, 1, true);
         p.watch_ok = Err("EACCES".into());
         p.choose();

@@ -58,7 +58,10 @@ fn ring_strongest_partner_is_a_neighbour() {
         }
         report.push_str(&format!("thread {i}: {row:?} -> {best}\n"));
     }
-    assert!(good >= 7, "only {good}/8 threads have a neighbour as strongest partner:\n{report}");
+    assert!(
+        good >= 7,
+        "only {good}/8 threads have a neighbour as strongest partner:\n{report}"
+    );
 }
 
 #[test]

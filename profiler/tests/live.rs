@@ -68,3 +68,29 @@ fn gone_pid_is_an_error() {
     let cfg = ProfileConfig::new(Target::Attach(pid));
     assert!(matches!(run_profile(&cfg), Err(ProfileError::NoSuchProcess(p)) if p == pid));
 }
+
+#[test]
+fn attach_follows_a_running_process_until_the_duration_ends() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let argv = common::argv("ring", 4, 2.0);
+    let mut child = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Let it create its threads and fault its buffers in.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut cfg = ProfileConfig::new(Target::Attach(pid));
+    cfg.backend = Backend::Watch;
+    cfg.duration = Some(std::time::Duration::from_millis(800));
+    let run = run_profile(&cfg).unwrap();
+    child.wait().unwrap();
+    assert!(run.exit_status.is_none());
+    let m = &run.profile.meta;
+    assert_eq!(m.threads.len(), 4, "{:?}", m.threads);
+    assert_eq!(m.threads[0].tid, pid as i64, "main thread first");
+    assert!(run.elapsed.as_secs_f64() < 1.5, "stopped at the duration");
+    // Faults are over, so the watchpoints were armed on words of the writable mappings.
+    assert!(run.watch_samples > 0, "no watchpoint hits after attaching");
+}

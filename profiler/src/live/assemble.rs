@@ -30,6 +30,7 @@ pub fn build(
     table: &ThreadTable,
     mut fault: Vec<Sample>,
     watch: Vec<Sample>,
+    mut hw: Vec<Sample>,
     meta: Meta,
 ) -> Result<Profile> {
     let threads: Vec<ThreadSpec> = table
@@ -42,7 +43,12 @@ pub fn build(
         ..AnalysisParams::default()
     };
     fault.sort_by_key(|s| s.time_ns);
-    let mut profile = if watch.is_empty() {
+    let mut profile = if meta.backend == Backend::Hw {
+        // Precise samples carry load/store and DRAM local/remote: the thesis analysis as is
+        // (ComDetective expiration, DRAM-only load vector where DATA_SRC says so).
+        hw.sort_by_key(|s| s.time_ns);
+        analyze(&hw, &threads, &base)?
+    } else if watch.is_empty() {
         analyze(&fault, &threads, &base)?
     } else {
         let mut all = watch;
@@ -79,10 +85,12 @@ pub fn build(
     m.sample_period = meta.period;
     m.duration_s = meta.duration_s;
     m.lost_samples = meta.lost;
-    m.params.insert(
-        "load.source".into(),
-        "page-fault samples (pages first touched per thread)".into(),
-    );
+    if meta.backend != Backend::Hw {
+        m.params.insert(
+            "load.source".into(),
+            "page-fault samples (pages first touched per thread)".into(),
+        );
+    }
     for (k, v) in meta.knobs {
         m.params.insert(format!("backend.{k}"), v);
     }

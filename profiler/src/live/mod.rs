@@ -44,8 +44,9 @@ pub enum Target {
 pub struct ProfileConfig {
     pub target: Target,
     pub backend: Backend,
-    /// Sample every N-th page fault (fault-based backends). Default 1: every first touch.
-    pub period: u64,
+    /// Sample period: every N-th page fault (fault-based backends, default 1: every first
+    /// touch) or every N-th memory operation (hw, default 2000 as in the thesis).
+    pub period: Option<u64>,
     /// Stop profiling after this long (a launched command keeps running to its end).
     pub duration: Option<Duration>,
     /// Also profile threads of child processes (numbered after the root process's threads
@@ -68,7 +69,7 @@ impl ProfileConfig {
         ProfileConfig {
             target,
             backend: Backend::Auto,
-            period: 1,
+            period: None,
             duration: None,
             follow_children: false,
             watch: WatchConfig::default(),
@@ -90,6 +91,8 @@ pub struct ProfileRun {
     pub exit_status: Option<ExitStatus>,
     pub fault_samples: u64,
     pub watch_samples: u64,
+    /// Precise memory samples (hw backend).
+    pub hw_samples: u64,
     /// Samples the kernel dropped (full ring buffer), from PERF_RECORD_LOST.
     pub lost: u64,
     /// Overhead knobs in effect, for printing.
@@ -130,21 +133,12 @@ pub fn resolve_backend(
         b => b,
     };
     match b {
-        Backend::Hw => {
-            let pmus = probe.pmus.join(" ");
-            if probe.hw_pmu.is_none() {
-                return Err(ProfileError::NoHardwarePmu(format!(
-                    "no PEBS, IBS or SPE sampling PMU on this machine (PMU types: {pmus}); \
-                     use --backend watch or --backend faults"
-                )));
-            }
-            return Err(ProfileError::BackendUnavailable {
-                backend: "hw".into(),
-                reason: format!(
-                    "{:?} found, but this build has no event setup for it yet; use --backend watch",
-                    probe.hw_pmu
-                ),
-            });
+        Backend::Hw if probe.hw_pmu.is_none() => {
+            return Err(ProfileError::NoHardwarePmu(format!(
+                "no PEBS, IBS or SPE sampling PMU on this machine (PMU types: {}); \
+                 use --backend watch or --backend faults",
+                probe.pmus.join(" ")
+            )));
         }
         Backend::NumaFaults if !probe.numa_faults_meaningful() => warnings.push(format!(
             "numa-faults: NUMA balancing is {} on {} node(s), so the kernel does not re-fault \
@@ -165,6 +159,35 @@ pub fn resolve_backend(
         _ => {}
     }
     Ok(b)
+}
+
+/// The hw backend's events for the detected PMU, and whether they must be opened CPU-wide.
+fn hw_events(probe: &Probe, period: u64) -> Result<(Vec<crate::hw::HwEvent>, bool)> {
+    use crate::hw::events;
+    use crate::probe::HwPmu;
+    let sysfs = std::path::Path::new("/sys/bus/event_source/devices");
+    match &probe.hw_pmu {
+        Some(HwPmu::IntelPebs) => {
+            let core = if sysfs.join("cpu_core").exists() {
+                "cpu_core"
+            } else {
+                "cpu"
+            };
+            Ok((events::intel_pebs(sysfs, core, period, Some(3))?, false))
+        }
+        // IBS has no per-task context in the kernel: CPU-wide events, filtered by pid.
+        Some(HwPmu::AmdIbs) => Ok((vec![events::amd_ibs_op(sysfs, period)?], true)),
+        Some(HwPmu::ArmSpe(pmu)) => Err(ProfileError::BackendUnavailable {
+            backend: "hw".into(),
+            reason: format!(
+                "Arm SPE ({pmu}) delivers an AUX trace that cmlb reads through perf: record \
+                 with `perf mem record` and use `cmlb profile --import perf-script FILE`"
+            ),
+        }),
+        None => Err(ProfileError::NoHardwarePmu(
+            "no PEBS, IBS or SPE sampling PMU on this machine".into(),
+        )),
+    }
 }
 
 fn raise_fd_limit() {
@@ -195,6 +218,7 @@ fn open_streams(
     cfg: &ProfileConfig,
     enable_on_exec: bool,
     slots: usize,
+    hw: &(Vec<crate::hw::HwEvent>, bool),
 ) -> Result<Opened> {
     let o = OpenOpts {
         follow_children: cfg.follow_children,
@@ -204,9 +228,19 @@ fn open_streams(
     let mut streams = Vec::new();
     let mut slots = if backend == Backend::Watch { slots } else { 0 };
     let mut warnings = Vec::new();
+    // In hw mode the fault event only carries the task records (thread tracking).
+    let fault_period = match backend {
+        Backend::Hw => 1 << 40,
+        _ => cfg.period.unwrap_or(1),
+    };
     for &t in targets {
         for &cpu in cpus {
-            streams.push(events::open_faults(t, cpu, cfg.period, &o)?);
+            streams.push(events::open_faults(t, cpu, fault_period, &o)?);
+            if !hw.1 {
+                for ev in &hw.0 {
+                    streams.push(events::open_hw(ev, Some(t), cpu, &o)?);
+                }
+            }
             let mut s = 0;
             while s < slots {
                 match events::open_watch(t, cpu, s, &o) {
@@ -240,12 +274,35 @@ fn open_streams(
     })
 }
 
+/// CPU-wide hw events (AMD IBS), opened once per CPU, not per thread.
+fn open_cpu_wide(
+    cpus: &[usize],
+    hw: &(Vec<crate::hw::HwEvent>, bool),
+    cfg: &ProfileConfig,
+) -> Result<Vec<Stream>> {
+    let mut v = Vec::new();
+    if hw.1 {
+        let o = OpenOpts {
+            follow_children: cfg.follow_children,
+            enable_on_exec: false,
+            buffer_bytes: cfg.buffer_kib * 1024,
+        };
+        for &cpu in cpus {
+            for ev in &hw.0 {
+                v.push(events::open_hw(ev, None, cpu, &o)?);
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// Collected raw data of a run.
 #[derive(Default)]
 struct Collected {
     task_recs: Vec<Rec>,
     fault: Vec<Sample>,
     watch: Vec<Sample>,
+    hw: Vec<Sample>,
     lost: u64,
     throttled: u64,
     skipped: u64,
@@ -274,8 +331,10 @@ impl Collected {
                             self.fault.push(s);
                         }
                         StreamKind::Watch(_) => self.watch.push(s),
+                        StreamKind::Hw(_) => self.hw.push(s),
                     }
                 }
+                Rec::Full { sample, .. } => self.hw.push(sample),
                 Rec::Lost(n) => self.lost += n,
                 Rec::Throttle => self.throttled += 1,
                 r @ (Rec::Fork { .. } | Rec::Comm { .. } | Rec::Exit { .. }) => {
@@ -301,7 +360,7 @@ fn process_alive(pid: i32) -> bool {
 /// the process exits (attach mode), the duration ends, or (with `handle_signals`) a signal
 /// stops an attach run. The profile is returned, not written: see [`Profile::write_dir`].
 pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
-    if cfg.period == 0 {
+    if cfg.period == Some(0) {
         return Err(ProfileError::Config("--period must be >= 1".into()));
     }
     if cfg.buffer_kib < 4 {
@@ -312,6 +371,14 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     let mut warnings = Vec::new();
     let backend = resolve_backend(cfg.backend, &probe, &mut warnings)?;
     let cpus = events::online_cpus()?;
+    let hw = if backend == Backend::Hw {
+        hw_events(
+            &probe,
+            cfg.period.unwrap_or(crate::hw::events::THESIS_PERIOD),
+        )?
+    } else {
+        (Vec::new(), false)
+    };
     raise_fd_limit();
     if cfg.handle_signals {
         SIGNAL.store(0, Ordering::SeqCst);
@@ -327,7 +394,9 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     ) = match &cfg.target {
         Target::Launch(argv) => {
             let (child, opened) = launch::launch(argv, |pid| {
-                open_streams(&[pid], &cpus, backend, cfg, true, cfg.watch.slots)
+                let mut o = open_streams(&[pid], &cpus, backend, cfg, true, cfg.watch.slots, &hw)?;
+                o.streams.extend(open_cpu_wide(&cpus, &hw, cfg)?);
+                Ok(o)
             })?;
             let pid = child.id() as i32;
             (
@@ -346,7 +415,8 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             let mut existing =
                 threads::existing_threads(pid).map_err(|_| ProfileError::NoSuchProcess(pid))?;
             let tids: Vec<i32> = existing.iter().map(|t| t.0).collect();
-            let mut opened = open_streams(&tids, &cpus, backend, cfg, false, cfg.watch.slots)?;
+            let mut opened = open_streams(&tids, &cpus, backend, cfg, false, cfg.watch.slots, &hw)?;
+            opened.streams.extend(open_cpu_wide(&cpus, &hw, cfg)?);
             // Threads created while the events were being opened have no inherited
             // events: open theirs too, until the thread list is stable.
             for _ in 0..10 {
@@ -359,7 +429,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
                     break;
                 }
                 let tids: Vec<i32> = new.iter().map(|t| t.0).collect();
-                let more = open_streams(&tids, &cpus, backend, cfg, false, opened.slots)?;
+                let more = open_streams(&tids, &cpus, backend, cfg, false, opened.slots, &hw)?;
                 opened.streams.extend(more.streams);
                 existing.extend(new);
             }
@@ -551,7 +621,15 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         table.apply(r);
     }
     let mut knobs = vec![("backend".to_string(), backend.to_string())];
-    knobs.push(("period".into(), cfg.period.to_string()));
+    let period = match backend {
+        Backend::Hw => cfg.period.unwrap_or(crate::hw::events::THESIS_PERIOD),
+        _ => cfg.period.unwrap_or(1),
+    };
+    knobs.push(("period".into(), period.to_string()));
+    if backend == Backend::Hw {
+        let labels: Vec<&str> = hw.0.iter().map(|e| e.label.as_str()).collect();
+        knobs.push(("hw_events".into(), labels.join(" ")));
+    }
     knobs.push(("buffer_kib".into(), cfg.buffer_kib.to_string()));
     if backend == Backend::Watch {
         let w = WatchConfig { slots, ..cfg.watch };
@@ -572,14 +650,16 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     }
     let fault_samples = data.fault.len() as u64;
     let watch_samples = data.watch.len() as u64;
+    let hw_samples = data.hw.len() as u64;
     let profile = assemble::build(
         &table,
         data.fault,
         data.watch,
+        data.hw,
         assemble::Meta {
             command,
             backend,
-            period: cfg.period,
+            period,
             duration_s: elapsed.as_secs_f64(),
             lost: data.lost,
             knobs: knobs.clone(),
@@ -593,6 +673,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         exit_status,
         fault_samples,
         watch_samples,
+        hw_samples,
         lost: data.lost,
         knobs,
         warnings,

@@ -25,7 +25,7 @@ pub const RECORD_LOST_SAMPLES: u32 = 13;
 pub const MISC_COMM_EXEC: u16 = 1 << 13;
 
 /// One decoded record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Rec {
     Sample {
         pid: i32,
@@ -52,6 +52,11 @@ pub enum Rec {
         time: u64,
         name: String,
         exec: bool,
+    },
+    /// A fully decoded sample (hw backend: kind and DRAM flag from DATA_SRC).
+    Full {
+        pid: i32,
+        sample: crate::sample::Sample,
     },
     /// Samples the kernel dropped because the ring buffer was full.
     Lost(u64),
