@@ -123,6 +123,9 @@ fn label_step(n: usize, pixels: f64, min_gap: f64) -> usize {
 /// Heat maps keep one size: cells shrink as threads grow, labels thin out (see `label_step`).
 pub const HEATMAP_SIZE: (u32, u32) = (860, 760);
 
+/// Most cells drawn along one side of a heat map.
+const MAX_CELLS: usize = 128;
+
 /// The communication matrix as coloured cells in the given thread order.
 pub struct Heatmap<'a> {
     pub comm: &'a CommMatrix,
@@ -146,9 +149,22 @@ impl Figure for Heatmap<'_> {
         let (x0, y0) = (58 + strip, 58 + strip);
         let side = ((w as i32 - x0 - 150).min(h as i32 - y0 - 40)).max(50);
         let cell = side as f64 / n as f64;
-        let max = (0..n)
-            .flat_map(|i| self.comm.row(i).iter().copied())
-            .fold(0.0f64, f64::max);
+        // Above MAX_CELLS threads a side, cells are blocks of `bin` threads (mean value), so
+        // the SVG stays small and the PNG legible.
+        let bin = n.div_ceil(MAX_CELLS);
+        let m = n.div_ceil(bin);
+        let mut sum = vec![0.0f64; m * m];
+        for (r, &i) in self.order.iter().enumerate() {
+            let row = self.comm.row(i);
+            for (c, &j) in self.order.iter().enumerate() {
+                sum[(r / bin) * m + c / bin] += row[j];
+            }
+        }
+        let size = |b: usize| (((b + 1) * bin).min(n) - b * bin) as f64;
+        let cells: Vec<f64> = (0..m * m)
+            .map(|k| sum[k] / (size(k / m) * size(k % m)))
+            .collect();
+        let max = cells.iter().copied().fold(0.0f64, f64::max);
         let scale = |v: f64| {
             if max <= 0.0 {
                 0.0
@@ -156,20 +172,31 @@ impl Figure for Heatmap<'_> {
                 (1.0 + v).ln() / (1.0 + max).ln()
             }
         };
-        let px = |k: usize| x0 + (k as f64 * cell).round() as i32;
-        let py = |k: usize| y0 + (k as f64 * cell).round() as i32;
-        for (r, &i) in self.order.iter().enumerate() {
-            for (c, &j) in self.order.iter().enumerate() {
-                let v = self.comm.get(i, j);
+        let px = |k: usize| x0 + (k.min(n) as f64 * cell).round() as i32;
+        let py = |k: usize| y0 + (k.min(n) as f64 * cell).round() as i32;
+        for br in 0..m {
+            for bc in 0..m {
+                let v = cells[br * m + bc];
                 if v <= 0.0 {
                     continue;
                 }
                 root.draw(&Rectangle::new(
-                    [(px(c), py(r)), (px(c + 1), py(r + 1))],
+                    [
+                        (px(bc * bin), py(br * bin)),
+                        (px((bc + 1) * bin), py((br + 1) * bin)),
+                    ],
                     heat_colour(scale(v)).filled(),
                 ))
                 .map_err(err)?;
             }
+        }
+        if bin > 1 {
+            root.draw(&Text::new(
+                format!("cells = blocks of {bin}×{bin} threads (mean)"),
+                (w as i32 / 2, 30),
+                TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Center, VPos::Top)),
+            ))
+            .map_err(err)?;
         }
         root.draw(&Rectangle::new(
             [(x0, y0), (px(n), py(n))],
@@ -437,8 +464,11 @@ impl Figure for LoadBars<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         root.fill(&WHITE).map_err(err)?;
         let n = self.load.len();
-        let y_max = self.load.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.25;
-        let mut chart = ChartBuilder::on(root)
+        let y_max = self.load.iter().copied().fold(0.0f64, f64::max).max(1e-9) * 1.1;
+        // The legend gets its own column so it never hides bars, however many nodes there are.
+        let (w, _) = root.dim_in_pixel();
+        let (plot, legend) = root.split_horizontally(w as i32 - 230);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(
                 format!(
                     "Memory load per thread, coloured by NUMA node (plan: {})",
@@ -451,7 +481,7 @@ impl Figure for LoadBars<'_> {
             .y_label_area_size(60)
             .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..y_max)
             .map_err(err)?;
-        let step = label_step(n, 860.0, 24.0);
+        let step = label_step(n, (w as f64 - 300.0).max(100.0), 24.0);
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -471,19 +501,13 @@ impl Figure for LoadBars<'_> {
             .draw()
             .map_err(err)?;
         let bar = |t: usize| [(t as f64 - 0.4, 0.0), (t as f64 + 0.4, self.load[t])];
+        let mut entries: Vec<(RGBColor, String)> = Vec::new();
         if self.view.pu.is_none() {
+            let grey = RGBColor(150, 150, 150);
             chart
-                .draw_series(
-                    (0..n).map(|t| Rectangle::new(bar(t), RGBColor(150, 150, 150).filled())),
-                )
-                .map_err(err)?
-                .label("not bound (plan does not place threads)")
-                .legend(|(x, y)| {
-                    Rectangle::new(
-                        [(x, y - 5), (x + 10, y + 5)],
-                        RGBColor(150, 150, 150).filled(),
-                    )
-                });
+                .draw_series((0..n).map(|t| Rectangle::new(bar(t), grey.filled())))
+                .map_err(err)?;
+            entries.push((grey, "not bound by the plan".into()));
         } else {
             for (k, node) in self.topology.numa.iter().enumerate() {
                 let threads: Vec<usize> = (0..n).filter(|&t| self.view.numa[t] == k).collect();
@@ -498,26 +522,28 @@ impl Figure for LoadBars<'_> {
                             .iter()
                             .map(|&t| Rectangle::new(bar(t), colour.filled())),
                     )
-                    .map_err(err)?
-                    .label(format!(
+                    .map_err(err)?;
+                entries.push((
+                    colour,
+                    format!(
                         "NUMA {}: {} threads, load {}",
                         node.os_index,
                         threads.len(),
                         short_num(total)
-                    ))
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
-                    });
+                    ),
+                ));
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        let style = TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, (colour, label)) in entries.into_iter().enumerate() {
+            let y = 50 + 20 * i as i32;
+            legend
+                .draw(&Rectangle::new([(4, y - 6), (16, y + 6)], colour.filled()))
+                .map_err(err)?;
+            legend
+                .draw(&Text::new(label, (22, y), style.clone()))
+                .map_err(err)?;
+        }
         Ok(())
     }
 }

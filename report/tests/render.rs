@@ -171,3 +171,54 @@ fn writes_page_and_every_figure_in_png_and_svg() {
         std::fs::rename(&out, keep).unwrap();
     }
 }
+
+#[test]
+fn large_matrices_are_drawn_in_blocks_so_files_stay_small() {
+    let n = 300;
+    let topo = topology(2, 75);
+    let mut prof = profile();
+    let mut comm = CommMatrix::zeros(n);
+    for i in 0..n {
+        for j in (i + 1)..n {
+            comm.add_sym(i, j, if i % 3 == j % 3 { 50.0 } else { 1.0 });
+        }
+    }
+    prof.comm = comm;
+    prof.load = vec![1.0; n];
+    prof.meta.threads = (0..n)
+        .map(|i| ThreadInfo {
+            index: i,
+            tid: i as i64,
+            name: String::new(),
+            samples: 1,
+            load_samples: 1,
+        })
+        .collect();
+    let input = MapInput {
+        comm: &prof.comm,
+        load: &prof.load,
+        topology: &topo,
+        seed: 1,
+    };
+    let plan = compute_plan("compact", &input).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rep");
+    write_report(
+        &ReportInput {
+            profile: &prof,
+            profile_dir: std::path::Path::new("big"),
+            topology: &topo,
+            plan: &plan,
+            plan_source: "compact",
+            compare: &[],
+        },
+        &out,
+    )
+    .unwrap();
+    let svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
+    // 300 threads → blocks of 3: at most 100×100 cells (+ strips, colour bar, frame).
+    let rects = svg.matches("<rect").count();
+    assert!(rects <= 100 * 100 + 2 * n + 200, "{rects} rectangles");
+    assert!(rects > 100 * 100 / 2, "{rects} rectangles: cells missing");
+    assert!(svg.contains("blocks of 3×3 threads"));
+}
