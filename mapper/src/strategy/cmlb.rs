@@ -133,8 +133,15 @@ impl<'a> LoadOrder<'a> {
     fn reindex(&mut self) {
         self.prefix.clear();
         self.prefix.push(0.0);
-        let mut acc = 0.0;
-        for (i, &t) in self.order.iter().enumerate() {
+        self.reindex_from(0);
+    }
+
+    /// Positions and prefix sums from position `p` on (those before it did not change).
+    fn reindex_from(&mut self, p: usize) {
+        self.prefix.truncate(p + 1);
+        let mut acc = self.prefix[p];
+        for i in p..self.order.len() {
+            let t = self.order[i];
             self.pos[t] = i;
             acc += self.load[t];
             self.prefix.push(acc);
@@ -144,7 +151,7 @@ impl<'a> LoadOrder<'a> {
     fn remove(&mut self, t: usize) {
         let p = self.pos[t];
         self.order.remove(p);
-        self.reindex();
+        self.reindex_from(p);
     }
 
     /// (sum of the k smallest, sum of the k largest) loads among the remaining threads other
@@ -222,31 +229,44 @@ pub(crate) fn cmlb_groups(comm: &CommMatrix, load: &[f64], sizes: &[usize]) -> V
         while group.len() < size {
             // Slots still free after the candidate joins.
             let k = size - group.len() - 1;
-            let mut heap: BinaryHeap<Ranked> = remaining
+            // The balance test, filling the over-load list on rejection.
+            let mut rejects = |tid: usize| {
+                if k == 0 {
+                    return overload[tid];
+                }
+                let last = targets[g] - (group_load + load[tid]);
+                let (min, max) = by_load.min_max_without(tid, k);
+                let out = last < min - eps || last > max + eps;
+                if out && !overload[tid] {
+                    overload[tid] = true;
+                    overload_list.push(tid);
+                }
+                out
+            };
+            // Usually the top-ranked thread passes: find it with one scan, and build the rank
+            // heap (O(n)) only when it is rejected.
+            let top = remaining
                 .iter()
-                .map(|&t| Ranked {
-                    sum: sums[t],
-                    tid: t,
-                })
-                .collect();
-            let top = heap.peek().map(|r| r.tid).expect("enough threads remain");
+                .copied()
+                .max_by(|&a, &b| sums[a].total_cmp(&sums[b]).then(b.cmp(&a)))
+                .expect("enough threads remain");
             let mut chosen = None;
-            while let Some(Ranked { tid, .. }) = heap.pop() {
-                let rejected = if k == 0 {
-                    overload[tid]
-                } else {
-                    let last = targets[g] - (group_load + load[tid]);
-                    let (min, max) = by_load.min_max_without(tid, k);
-                    let out = last < min - eps || last > max + eps;
-                    if out && !overload[tid] {
-                        overload[tid] = true;
-                        overload_list.push(tid);
+            if !rejects(top) {
+                chosen = Some(top);
+            } else {
+                let mut heap: BinaryHeap<Ranked> = remaining
+                    .iter()
+                    .filter(|&&t| t != top)
+                    .map(|&t| Ranked {
+                        sum: sums[t],
+                        tid: t,
+                    })
+                    .collect();
+                while let Some(Ranked { tid, .. }) = heap.pop() {
+                    if !rejects(tid) {
+                        chosen = Some(tid);
+                        break;
                     }
-                    out
-                };
-                if !rejected {
-                    chosen = Some(tid);
-                    break;
                 }
             }
             let t = chosen.unwrap_or(top);

@@ -200,24 +200,18 @@ fn lb_groups(
 /// `RecreateMatrix`: communication between groups = sum over their members' pairs; zero diagonal.
 fn recreate<'a>(elems: usize, row: impl Fn(usize) -> &'a [f64], groups: &[Vec<usize>]) -> Vec<f64> {
     let g = groups.len();
-    let mut group_of = vec![0usize; elems];
-    for (gi, grp) in groups.iter().enumerate() {
-        for &e in grp {
-            group_of[e] = gi;
-        }
-    }
     let mut out = vec![0.0f64; g * g];
-    let mut acc = vec![0.0f64; g];
     for (ga, grp) in groups.iter().enumerate() {
-        acc.iter_mut().for_each(|x| *x = 0.0);
         for &a in grp {
-            for (b, &v) in row(a).iter().enumerate() {
-                acc[group_of[b]] += v;
+            let r = row(a);
+            for (gb, other) in groups.iter().enumerate() {
+                if gb != ga {
+                    out[ga * g + gb] += other.iter().map(|&b| r[b]).sum::<f64>();
+                }
             }
         }
-        out[ga * g..(ga + 1) * g].copy_from_slice(&acc);
-        out[ga * g + ga] = 0.0;
     }
+    debug_assert!(groups.iter().map(Vec::len).sum::<usize>() == elems);
     out
 }
 

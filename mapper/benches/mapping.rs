@@ -1,0 +1,50 @@
+//! Mapping speed of `cmlb`, the default (`cmlb-refine`) and `eagermap` for n = 64 … 4096 threads
+//! on synthetic topologies with 2–16 NUMA nodes and exactly n PUs. Inputs: a seeded clustered
+//! matrix (clusters of 8 threads + neighbour bias + noise) and seeded log-normal loads.
+//! Targets (2-vCPU VM): n = 1024 on 8 NUMA × 128 PUs ≤ 10 ms; n = 4096 ≤ 200 ms.
+//!
+//! `cargo bench -p cmlb-mapper --bench mapping` (add `-- --quick` style criterion flags as needed)
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use mapper::strategy::{by_name, MapInput, DEFAULT};
+use mapper::Topology;
+use std::time::Duration;
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mapping");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for (n, topo) in [
+        (64usize, "numa:2 core:32 pu:1"),
+        (256, "numa:4 core:32 pu:2"),
+        (1024, "numa:8 core:128 pu:1"),
+        (4096, "numa:16 core:128 pu:2"),
+    ] {
+        let topology = Topology::from_synthetic(topo).expect("synthetic topology");
+        assert_eq!(topology.num_pus(), n);
+        let comm = common::clustered(n, 8, 11);
+        let load = common::lognormal_loads(n, 11);
+        let input = MapInput {
+            comm: &comm,
+            load: &load,
+            topology: &topology,
+            seed: 1,
+        };
+        for name in ["cmlb", DEFAULT, "eagermap"] {
+            let s = by_name(name).expect("strategy");
+            g.bench_with_input(
+                BenchmarkId::new(name, format!("{n}/{topo}")),
+                &input,
+                |b, i| b.iter(|| s.map(i).expect("maps")),
+            );
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
