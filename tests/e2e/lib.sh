@@ -48,3 +48,14 @@ summary() {
         exit 1
     fi
 }
+
+# wait_idle: until no job is left on the cluster (srun --uid fails if its job has to queue).
+wait_idle() {
+    for _ in $(seq 1 300); do
+        if ! squeue -h 2>/dev/null | grep -q . && [ "$(sinfo -h -o %T 2>/dev/null | head -1)" = idle ]; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}

@@ -42,6 +42,17 @@ for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {
     check "... RemoteComm and Load_std vs compact" contains "$WORK/a_$s.err" "RemoteComm"
 done
 
+# An OpenMP program with bind=omp only: the runtime places team member k where the plan says.
+if gcc -O2 -fopenmp -o "$WORK/omp" tests/e2e/omp.c 2>"$WORK/omp.cc"; then
+    for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {print "cmlb"}')"; do
+        [ -n "$s" ] || continue
+        srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=$s,bind=omp" "$WORK/omp" >"$WORK/omp_$s" 2>/dev/null
+        check "bind=omp, OpenMP program, strategy=$s: team member k on the planned PU" diff "$WORK/plan_$s" <(threads "$WORK/omp_$s")
+    done
+else
+    fail "compile omp.c with -fopenmp: $(head -1 "$WORK/omp.cc")"
+fi
+
 # Two tasks on one node: each gets a disjoint share of the step's cores (here one PU each, in
 # core order), and all its threads stay inside it.
 if [ "$(nproc)" -ge 2 ]; then

@@ -44,6 +44,7 @@ check "profile time=0.5: the program ran to its end" test "$(grep -c '^thread ' 
 # As an ordinary user: the profile belongs to that user, in that user's scratch dir.
 if id nobody >/dev/null 2>&1; then
     grp=$(id -gn nobody)
+    wait_idle
     srun --uid=nobody --gid="$grp" -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.5 >"$WORK/u.out" 2>"$WORK/u.err"
     U=$(sed -n 's/^cmlb: profiling .*; profile: //p' "$WORK/u.err" | head -1)
     check "profile as user nobody: written" test -n "$U" -a -f "$U/profile.yaml"
