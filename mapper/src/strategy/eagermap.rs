@@ -201,17 +201,21 @@ fn lb_groups(
 fn recreate<'a>(elems: usize, row: impl Fn(usize) -> &'a [f64], groups: &[Vec<usize>]) -> Vec<f64> {
     let g = groups.len();
     let mut out = vec![0.0f64; g * g];
+    // Sum the group's rows first (a vectorisable pass), then gather per target group.
+    let mut acc = vec![0.0f64; elems];
     for (ga, grp) in groups.iter().enumerate() {
-        for &a in grp {
-            let r = row(a);
-            for (gb, other) in groups.iter().enumerate() {
-                if gb != ga {
-                    out[ga * g + gb] += other.iter().map(|&b| r[b]).sum::<f64>();
-                }
+        acc.copy_from_slice(row(grp[0]));
+        for &a in &grp[1..] {
+            for (x, &v) in acc.iter_mut().zip(row(a)) {
+                *x += v;
+            }
+        }
+        for (gb, other) in groups.iter().enumerate() {
+            if gb != ga {
+                out[ga * g + gb] = other.iter().map(|&b| acc[b]).sum::<f64>();
             }
         }
     }
-    debug_assert!(groups.iter().map(Vec::len).sum::<usize>() == elems);
     out
 }
 

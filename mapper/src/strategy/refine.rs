@@ -121,18 +121,24 @@ impl<'a> Partition<'a> {
     ) -> Self {
         let n = comm.n();
         let ng = groups.len();
-        // Gather per group (independent sums) rather than scatter by group index: the
-        // scatter's store-to-load chains made this the hot spot.
+        // conn[t][g] = Σ_{k∈g} A[k][t] by symmetry: sum each group's rows (vectorisable) and
+        // scatter the column; self terms are taken out afterwards.
         let mut conn = vec![0.0f64; n * ng];
+        let mut acc = vec![0.0f64; n];
+        for (g, members) in groups.iter().enumerate() {
+            acc.iter_mut().for_each(|x| *x = 0.0);
+            for &k in members {
+                for (x, &v) in acc.iter_mut().zip(comm.row(k)) {
+                    *x += v;
+                }
+            }
+            for (t, &v) in acc.iter().enumerate() {
+                conn[t * ng + g] = v;
+            }
+        }
         let mut total_comm = 0.0;
         for t in 0..n {
-            let row = comm.row(t);
-            let c = &mut conn[t * ng..(t + 1) * ng];
-            for (g, members) in groups.iter().enumerate() {
-                c[g] = members.iter().map(|&k| row[k]).sum::<f64>();
-            }
-            // Self is not a member of its own group's sum.
-            total_comm += c.iter().sum::<f64>() - row[t];
+            total_comm += conn[t * ng..(t + 1) * ng].iter().sum::<f64>() - comm.get(t, t);
         }
         for (g, members) in groups.iter().enumerate() {
             for &t in members {
