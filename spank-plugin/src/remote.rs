@@ -243,6 +243,9 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                         if let Some(b) = &site.backend {
                             w.extend(["--backend".into(), b.clone()]);
                         }
+                        if let Some(p) = opts.period {
+                            w.extend(["--period".into(), p.to_string()]);
+                        }
                         w.push("--".into());
                         TaskAction::Wrap {
                             words: w,

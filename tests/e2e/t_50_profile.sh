@@ -54,10 +54,11 @@ fi
 
 # apply without any profile: pre-run bounded by time=, then the pinned run.
 start=$(date +%s)
-srun -n1 -c2 --cmlb-map=apply:time=1,strategy=scatter "$WORK/pairs" 4 4 >"$WORK/pr.out" 2>"$WORK/pr.err"
+srun -n1 -c2 --cmlb-map=apply:time=1,strategy=scatter,period=2 "$WORK/pairs" 4 4 >"$WORK/pr.out" 2>"$WORK/pr.err"
 rc=$?
 took=$(( $(date +%s) - start ))
 check "pre-run: announced" contains "$WORK/pr.err" "profiling for 1 s first (pre-run), then running pinned"
 check "pre-run: the real run succeeds (rc=$rc)" test $rc -eq 0
 check "pre-run: stopped after time= (took ${took}s for a 4 s program)" test "$took" -lt 9
 check "pre-run: the real run's threads are pinned" test "$(awk '$1 == "thread" && $6 ~ /^[0-9]+$/' "$WORK/pr.out" | wc -l)" -eq 4
+check "pre-run: period= reaches the profiler" test "$(grep -l '^sample_period: 2$' "$WORK"/scratch/root/*/profile.yaml 2>/dev/null | wc -l)" -eq 1

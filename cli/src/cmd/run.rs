@@ -54,6 +54,9 @@ pub struct Args {
     /// Profiler backend for the pre-run (see `cmlb profile --help`).
     #[arg(long)]
     pub backend: Option<String>,
+    /// Sample period for the pre-run (`cmlb profile --period`).
+    #[arg(long, value_name = "N")]
+    pub period: Option<u64>,
     /// omp, preload or both.
     #[arg(long, default_value = "both", value_parser = parse_bind)]
     pub bind: BindMode,
@@ -244,6 +247,9 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
     cmd.arg("profile").arg("--out").arg(out);
     if let Some(b) = &a.backend {
         cmd.arg("--backend").arg(b);
+    }
+    if let Some(p) = a.period {
+        cmd.arg("--period").arg(p.to_string());
     }
     // The pre-run's output is not the user's result: keep it off stdout.
     cmd.arg("--")
