@@ -10,6 +10,7 @@ use crate::error::{ReportError, Result};
 use crate::figures::{numa_colour, render, Figure};
 use mapper::compare::num;
 use mapper::metrics::{self, Metrics};
+use mapper::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use mapper::strategy::MapInput;
 use mapper::{CommMatrix, Topology};
 use plotters::coord::Shift;
@@ -25,6 +26,8 @@ pub struct EvalInput {
     pub source: String,
     pub comm: CommMatrix,
     pub load: Vec<f64>,
+    /// The raw-sample log of a profile (`samples.csv`), for strategies that use it (dagtm).
+    pub samples: Option<std::sync::Arc<SampleLog>>,
 }
 
 fn pattern(name: &str, source: &str, n: usize, f: impl Fn(usize, usize) -> f64) -> EvalInput {
@@ -44,6 +47,7 @@ fn pattern(name: &str, source: &str, n: usize, f: impl Fn(usize, usize) -> f64) 
         source: source.to_string(),
         comm,
         load,
+        samples: None,
     }
 }
 
@@ -144,6 +148,7 @@ pub fn read_eagermap_dir(dir: &Path) -> Result<Vec<EvalInput>> {
                 source: f.display().to_string(),
                 load: vec![1.0; comm.n()],
                 comm,
+                samples: None,
             })
         })
         .collect()
@@ -168,9 +173,28 @@ pub fn read_profile(dir: &Path) -> Result<EvalInput> {
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| dir.display().to_string());
+    let log = dir.join(SAMPLES_FILE);
+    let samples = if log.exists() {
+        Some(std::sync::Arc::new(
+            read_samples_csv(&log).map_err(map_err)?,
+        ))
+    } else {
+        None
+    };
     Ok(EvalInput {
         name,
-        source: format!("profile {} ({})", dir.display(), p.meta.command.join(" ")),
+        samples,
+        source: format!(
+            "`cmlb profile` ({} backend, {} samples) of `{}`",
+            p.meta.backend,
+            p.meta.samples,
+            p.meta
+                .command
+                .iter()
+                .map(|a| a.rsplit('/').next().unwrap_or(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
         comm: p.comm,
         load: p.load,
     })
@@ -406,7 +430,7 @@ pub fn run(
                 strategy,
                 metrics,
             };
-            for (name, plan) in mapper::compare::compare(&mi, None, None) {
+            for (name, plan) in mapper::compare::compare(&mi, input.samples.as_ref(), None) {
                 let m = plan.map(|p| (!p.assignment.is_empty()).then_some(p.metrics));
                 rows.push(row(name, m));
             }
