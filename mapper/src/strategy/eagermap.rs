@@ -95,38 +95,38 @@ pub(crate) fn eagermap(topo: &Topology, comm: &CommMatrix, load: Option<&[f64]>)
     };
     // levels[i] = groups formed at level i+1, as indices of level-i elements (level 0 = tasks).
     let mut levels: Vec<Vec<Vec<usize>>> = Vec::with_capacity(exec.len());
-    let mut coarse: Vec<f64> = Vec::new(); // level ≥ 2 matrices, dense
+    // The current level's matrix: `None` = still the task matrix itself (level 1, and as long
+    // as every group is a single element, which leaves the matrix unchanged — e.g. one task per
+    // PU; copying 4096² cells there only cost page faults).
+    let mut coarse: Option<Vec<f64>> = None;
     let mut n_el = n;
     for (li, &avl) in exec.iter().enumerate() {
-        let groups = if li == 0 {
-            let row_add = |w: usize, rem: &[usize], sums: &mut [f64]| {
-                let row = comm.row(w);
-                for &e in rem {
-                    sums[e] += row[e];
-                }
-            };
-            match load {
-                Some(load) => lb_groups(n_el, avl, load, row_add),
-                None => greedy_groups(n_el, &count_sizes(n_el, avl), row_add),
+        let e = n_el;
+        let row_of = |a: usize| -> &[f64] {
+            match &coarse {
+                None => comm.row(a),
+                Some(m) => &m[a * e..(a + 1) * e],
             }
-        } else {
-            let m = &coarse;
-            let e = n_el;
-            greedy_groups(e, &count_sizes(e, avl), |w, rem, sums| {
-                let row = &m[w * e..(w + 1) * e];
-                for &x in rem {
-                    sums[x] += row[x];
-                }
-            })
         };
-        if li + 1 < exec.len() {
-            coarse = if li == 0 {
-                recreate(n_el, |a| comm.row(a), &groups)
-            } else {
-                let m = &coarse;
-                let e = n_el;
-                recreate(e, |a| &m[a * e..(a + 1) * e], &groups)
-            };
+        let row_add = |w: usize, rem: &[usize], sums: &mut [f64]| {
+            let row = row_of(w);
+            for &x in rem {
+                sums[x] += row[x];
+            }
+        };
+        let groups = match load {
+            Some(load) if li == 0 => lb_groups(e, avl, load, row_add),
+            _ => greedy_groups(e, &count_sizes(e, avl), row_add),
+        };
+        // Singleton groups come out in element order (each takes the lowest free element), so
+        // the matrix of the next level is the same one.
+        let identity = groups
+            .iter()
+            .enumerate()
+            .all(|(i, g)| g.len() == 1 && g[0] == i);
+        if li + 1 < exec.len() && !identity {
+            let next = recreate(e, row_of, &groups);
+            coarse = Some(next);
         }
         n_el = groups.len();
         levels.push(groups);
