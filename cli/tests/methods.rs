@@ -389,3 +389,72 @@ fn mram_latencies_change_the_column_and_bad_ones_are_named() {
     bad.extend(["--mram-latencies", "l1=4,l9=3"]);
     fails(&bad, &["MRAM latencies", "'l9=3'", "unknown level"]);
 }
+
+/// The whole path for traces recorded elsewhere: `cmlb profile --import csv` makes the
+/// profile, `cmlb map --samples TRACE --samples-format csv` gives dagtm the same trace with the
+/// same thread numbering (first appearance of tids 100..103).
+#[test]
+fn dagtm_from_an_imported_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut csv = String::from("tid,time_ns,addr,kind\n");
+    let mut time = 0;
+    for _ in 0..3 {
+        for line in 0..8u64 {
+            for t in 0..4u64 {
+                let base: u64 = if t == 0 || t == 3 { 0x10000 } else { 0x90000 };
+                time += 1000;
+                csv.push_str(&format!(
+                    "{},{time},{:#x},load\n",
+                    100 + t,
+                    base + line * 64
+                ));
+            }
+        }
+    }
+    let trace = d.join("trace.csv");
+    std::fs::write(&trace, csv).unwrap();
+    let prof = d.join("prof");
+    let t = trace.to_str().unwrap();
+    let p = prof.to_str().unwrap();
+    ok(&["profile", "--import", "csv", t, "--out", p]);
+    let v = json(&[
+        "map",
+        "--profile",
+        p,
+        "--samples",
+        t,
+        "--samples-format",
+        "csv",
+        "--topology",
+        "core:2 pu:2",
+        "--strategy",
+        "dagtm",
+    ]);
+    let core: Vec<u64> = v["assignment"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["core"].as_u64().unwrap())
+        .collect();
+    assert_eq!(core.len(), 4, "{v}");
+    assert_eq!(core[0], core[3], "{v}");
+    assert_eq!(core[1], core[2], "{v}");
+    assert_ne!(core[0], core[1], "{v}");
+    fails(
+        &[
+            "map",
+            "--profile",
+            p,
+            "--samples",
+            t,
+            "--samples-format",
+            "pcap",
+            "--topology",
+            "core:2 pu:2",
+            "--strategy",
+            "dagtm",
+        ],
+        &["--samples-format 'pcap'", "samples, perf-script, csv"],
+    );
+}

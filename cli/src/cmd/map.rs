@@ -6,11 +6,13 @@ use clap::{Args as ClapArgs, ValueEnum};
 use mapper::compare::{num, plan_for};
 use mapper::mram::LevelCosts;
 use mapper::plan::write_atomic;
-use mapper::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
+use mapper::profile::samples::{read_samples_csv, LoggedSample, SampleLog, SAMPLES_FILE};
 use mapper::profile::{read_comm_csv, read_load_csv, Profile};
 use mapper::strategy::{self, MapInput};
 use mapper::topology::Topology;
 use mapper::{CommMatrix, Plan};
+use profiler::import::{read_trace, ImportFormat};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -84,6 +86,16 @@ pub struct Args {
     /// (dagtm). Default: samples.csv in the --profile directory, when it has one.
     #[arg(long, value_name = "FILE")]
     pub samples: Option<PathBuf>,
+    /// Format of --samples: `samples` (samples.csv), or a recorded trace as `cmlb profile
+    /// --import` reads it (`perf-script`, `csv`), with threads numbered as that import numbers
+    /// them — so `--profile` from an import and `--samples` of the same trace agree.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        default_value = "samples",
+        requires = "samples"
+    )]
+    pub samples_format: String,
     /// Access costs for the mram_cost metric (MRAM(h) model), e.g. "l1=4,l2=10,l3=38,mem=87,remote=2.1"
     /// (cycles; any subset, the rest keep these defaults; remote = remote/local memory ratio,
     /// used only when the topology has no NUMA distances).
@@ -190,7 +202,35 @@ fn read_samples(a: &Args) -> anyhow::Result<Option<Arc<SampleLog>>> {
         (None, Some(dir)) if dir.join(SAMPLES_FILE).exists() => dir.join(SAMPLES_FILE),
         _ => return Ok(None),
     };
-    Ok(Some(Arc::new(read_samples_csv(&path)?)))
+    if a.samples_format == "samples" {
+        return Ok(Some(Arc::new(read_samples_csv(&path)?)));
+    }
+    let Some(fmt) = ImportFormat::parse(&a.samples_format) else {
+        bail!(
+            "--samples-format '{}' is not one of: samples, {}",
+            a.samples_format,
+            ImportFormat::NAMES.join(", ")
+        );
+    };
+    let trace = read_trace(fmt, &path)?;
+    let index: HashMap<i32, usize> = trace
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.tid, i))
+        .collect();
+    let logged = trace
+        .samples
+        .iter()
+        .filter_map(|s| {
+            index.get(&s.tid).map(|&thread| LoggedSample {
+                thread,
+                time_ns: s.time_ns,
+                addr: s.addr,
+            })
+        })
+        .collect();
+    Ok(Some(Arc::new(SampleLog::from_samples(logged))))
 }
 
 fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
