@@ -59,3 +59,8 @@ wait_idle() {
     done
     return 1
 }
+
+# A lost controller must fail a check, not hang the suite: every Slurm client call is bounded.
+srun() { timeout -k 5 120 command srun "$@"; }
+sbatch() { timeout -k 5 60 command sbatch "$@"; }
+salloc() { timeout -k 5 120 command salloc "$@"; }
