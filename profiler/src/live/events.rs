@@ -33,6 +33,8 @@ pub struct Stream {
     pub cpu: usize,
     /// Attributes the event was opened with (needed to re-point a watchpoint).
     attrs: perf_event_open_sys::bindings::perf_event_attr,
+    /// Word a watchpoint currently points at.
+    watched: u64,
 }
 
 /// Common options of the events opened on one target.
@@ -157,6 +159,7 @@ pub fn open_faults(target: i32, cpu: usize, period: u64, o: &OpenOpts) -> Result
         target,
         cpu,
         attrs,
+        watched: PARKED_ADDR,
     })
 }
 
@@ -181,6 +184,7 @@ pub fn open_watch(target: i32, cpu: usize, slot: usize, o: &OpenOpts) -> Result<
         target,
         cpu,
         attrs,
+        watched: PARKED_ADDR,
     })
 }
 
@@ -234,14 +238,22 @@ pub fn open_hw(
         target: who,
         cpu,
         attrs,
+        watched: PARKED_ADDR,
     })
 }
 
 impl Stream {
     /// Point a watchpoint at `addr` (8-byte aligned) and enable it (in every inherited child).
+    /// Re-pointing is skipped when the word is already watched (the same set stays for
+    /// several windows): each modification reaches every inherited child, with an IPI to the
+    /// CPUs they run on.
     pub fn arm(&mut self, addr: u64) -> io::Result<()> {
+        let addr = addr & !7;
+        if addr == self.watched {
+            return self.sampler.as_counter_mut().enable();
+        }
         let mut attrs = self.attrs;
-        attrs.__bindgen_anon_3.bp_addr = addr & !7;
+        attrs.__bindgen_anon_3.bp_addr = addr;
         use std::os::fd::AsRawFd;
         // SAFETY: the fd is a live perf event and `attrs` a complete perf_event_attr that
         // outlives the call; the kernel only reads it.
@@ -255,6 +267,7 @@ impl Stream {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
+        self.watched = addr;
         self.sampler.as_counter_mut().enable()
     }
 
