@@ -94,3 +94,34 @@ fn attach_follows_a_running_process_until_the_duration_ends() {
     // Faults are over, so the watchpoints were armed on words of the writable mappings.
     assert!(run.watch_samples > 0, "no watchpoint hits after attaching");
 }
+
+#[test]
+fn child_processes_only_with_follow_children() {
+    let wl = common::argv("nosharing", 2, 0.2);
+    let script = format!("{} {} {} > /dev/null; true", wl[0], wl[1], wl[2]);
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut counts = Vec::new();
+    for follow in [false, true] {
+        let mut cfg = ProfileConfig::new(Target::Launch(vec![
+            "sh".into(),
+            "-c".into(),
+            script.clone(),
+        ]));
+        cfg.backend = Backend::Faults;
+        cfg.follow_children = follow;
+        let run = run_profile(&cfg).unwrap();
+        assert!(run.exit_status.unwrap().success());
+        let names: Vec<String> = run
+            .profile
+            .meta
+            .threads
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        counts.push(names);
+    }
+    // Without: the shell only. With: the shell, then the workload's main thread and worker,
+    // in creation order, named after the exec'd program.
+    assert_eq!(counts[0], vec!["sh"]);
+    assert_eq!(counts[1], vec!["sh", "nosharing", "nosharing"]);
+}
