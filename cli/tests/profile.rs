@@ -330,17 +330,17 @@ fn not_permitted_for_another_users_process() {
             .uid(65534)
             .gid(65534)
             .output()
-            .unwrap()
     };
     let _ = victim.kill();
     let _ = victim.wait();
-    if text(&o.stderr).contains("Permission denied") && !text(&o.stderr).contains("perf") {
-        eprintln!(
-            "nobody cannot execute the test binary here: {}",
-            text(&o.stderr)
-        );
-        return;
-    }
+    let o = match o {
+        Ok(o) => o,
+        Err(e) => {
+            // E.g. a checkout under a 0700 home directory: nobody cannot reach the binary.
+            eprintln!("cannot run cmlb as nobody here ({e}); permission error not tested");
+            return;
+        }
+    };
     fails(
         &o,
         Some(&out),
