@@ -61,6 +61,6 @@ wait_idle() {
 }
 
 # A lost controller must fail a check, not hang the suite: every Slurm client call is bounded.
-srun() { timeout -k 5 120 command srun "$@"; }
-sbatch() { timeout -k 5 60 command sbatch "$@"; }
-salloc() { timeout -k 5 120 command salloc "$@"; }
+srun() { timeout --foreground -k 5 120 env srun "$@"; }
+sbatch() { timeout --foreground -k 5 60 env sbatch "$@"; }
+salloc() { timeout --foreground -k 5 120 env salloc "$@"; }
