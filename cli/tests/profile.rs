@@ -351,3 +351,77 @@ fn not_permitted_for_another_users_process() {
         ],
     );
 }
+
+/// `samples.csv` is the input of `--strategy dagtm`: bounded by `--sample-log`, rows name
+/// threads by creation index, and `cmlb map` can use the profile directory as it is.
+#[test]
+fn sample_log_is_bounded_and_feeds_dagtm() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("prof");
+    let o = cmlb(
+        &[
+            "profile",
+            "--backend",
+            "faults",
+            "--sample-log",
+            "50",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            &wl("pairs"),
+            "4",
+            "0.3",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let log = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(lines.next(), Some("tid_index,time_ns,addr"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 50, "the log keeps exactly the first 50 samples");
+    for r in &rows {
+        let idx: usize = r.split(',').next().unwrap().parse().unwrap();
+        assert!(idx < 4, "{r}: thread index beyond the 4 threads");
+    }
+    assert_eq!(yaml(&out)["params"]["sample_log.kept"].as_str(), Some("50"));
+
+    let m = cmlb(
+        &[
+            "map",
+            "--profile",
+            out.to_str().unwrap(),
+            "--topology",
+            "pack:1 core:2 pu:2",
+            "--strategy",
+            "dagtm",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert!(m.status.success(), "{}", text(&m.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
+    assert_eq!(plan["strategy"], "dagtm");
+    assert_eq!(plan["assignment"].as_array().unwrap().len(), 4);
+
+    let out0 = d.path().join("prof0");
+    let o = cmlb(
+        &[
+            "profile",
+            "--backend",
+            "faults",
+            "--sample-log",
+            "0",
+            "--out",
+            out0.to_str().unwrap(),
+            "--",
+            &wl("pairs"),
+            "2",
+            "0.2",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!out0.join("samples.csv").exists());
+}

@@ -151,6 +151,16 @@ impl Profile {
     /// Write the profile to `dir` atomically: a temporary sibling directory is filled and then
     /// renamed over `dir` (an existing profile there is replaced only once the new one is complete).
     pub fn write_dir(&self, dir: &Path) -> Result<()> {
+        self.write_dir_with_samples(dir, None)
+    }
+
+    /// [`Profile::write_dir`], plus the raw-sample log `samples.csv` when `samples` is given
+    /// (written inside the same temporary directory, so it appears together with the rest).
+    pub fn write_dir_with_samples(
+        &self,
+        dir: &Path,
+        samples: Option<&[samples::LoggedSample]>,
+    ) -> Result<()> {
         let parent = dir
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -183,6 +193,9 @@ impl Profile {
             .into_inner()
             .map_err(|e| MapError::parse(t.join("timeline.csv"), e.to_string()))?;
         write_file(&t.join("timeline.csv"), &bytes)?;
+        if let Some(log) = samples {
+            samples::write_samples_csv(&t.join(samples::SAMPLES_FILE), log)?;
+        }
         replace_dir(tmp.keep(), dir)
     }
 }

@@ -53,6 +53,10 @@ pub struct Args {
     /// Ring buffer per thread, CPU and event, in KiB (too small: lost samples).
     #[arg(long, default_value_t = 512, value_name = "KIB")]
     buffer_kib: usize,
+    /// Keep up to N raw samples in the profile's samples.csv (input of `--strategy dagtm`);
+    /// 0 writes no sample log.
+    #[arg(long, default_value_t = profiler::live::DEFAULT_SAMPLE_LOG_LIMIT, value_name = "N")]
+    sample_log: usize,
     /// watch: watchpoints armed at once (1-4, x86 debug registers).
     #[arg(long, default_value_t = 4)]
     watch_slots: usize,
@@ -162,6 +166,7 @@ pub fn run(a: Args) -> Result<i32> {
     cfg.duration = duration;
     cfg.follow_children = a.follow_children;
     cfg.buffer_kib = a.buffer_kib;
+    cfg.sample_log_limit = a.sample_log;
     cfg.watch.slots = a.watch_slots;
     cfg.watch.window = ms(a.watch_window_ms, "watch-window-ms")?;
     cfg.watch.interval = ms(a.watch_interval_ms, "watch-interval-ms")?;
@@ -187,7 +192,8 @@ pub fn run(a: Args) -> Result<i32> {
             a.out.display()
         );
     }
-    p.write_dir(&a.out)
+    let log = (a.sample_log > 0).then_some(run.sample_log.as_slice());
+    p.write_dir_with_samples(&a.out, log)
         .with_context(|| format!("writing the profile to {}", a.out.display()))?;
     for w in &run.warnings {
         eprintln!("cmlb: warning: {w}");

@@ -6,6 +6,7 @@ use crate::analysis::{analyze, AnalysisParams, Expiration, ThreadSpec, UnknownTh
 use crate::error::Result;
 use crate::probe::Backend;
 use crate::sample::Sample;
+use mapper::profile::samples::LoggedSample;
 use mapper::profile::Profile;
 
 pub struct Meta {
@@ -18,6 +19,25 @@ pub struct Meta {
     /// Watch backend: time between the starts of two arming windows.
     pub watch_interval_ns: u64,
     pub watch_hold: u32,
+    /// Keep at most this many raw samples (time order) for `samples.csv`; 0 keeps none.
+    pub sample_log_limit: usize,
+}
+
+/// The first `limit` samples of the stream communication is counted on, with each tid
+/// replaced by its creation-order index (samples of unknown threads are skipped), for the
+/// methods that need each thread's access order (DagTM's reuse distances).
+fn sample_log(table: &ThreadTable, sorted: &[Sample], limit: usize) -> Vec<LoggedSample> {
+    sorted
+        .iter()
+        .filter_map(|s| {
+            table.index(s.tid).map(|thread| LoggedSample {
+                thread,
+                time_ns: s.time_ns,
+                addr: s.addr,
+            })
+        })
+        .take(limit)
+        .collect()
 }
 
 /// Build the profile. Page-fault samples feed the load vector and timeline (they are the only
@@ -32,7 +52,7 @@ pub fn build(
     watch: Vec<Sample>,
     mut hw: Vec<Sample>,
     meta: Meta,
-) -> Result<Profile> {
+) -> Result<(Profile, Vec<LoggedSample>)> {
     let threads: Vec<ThreadSpec> = table
         .threads()
         .iter()
@@ -43,17 +63,21 @@ pub fn build(
         ..AnalysisParams::default()
     };
     fault.sort_by_key(|s| s.time_ns);
+    let log;
     let mut profile = if meta.backend == Backend::Hw {
         // Precise samples carry load/store and DRAM local/remote: the thesis analysis as is
         // (ComDetective expiration, DRAM-only load vector where DATA_SRC says so).
         hw.sort_by_key(|s| s.time_ns);
+        log = sample_log(table, &hw, meta.sample_log_limit);
         analyze(&hw, &threads, &base)?
     } else if watch.is_empty() {
+        log = sample_log(table, &fault, meta.sample_log_limit);
         analyze(&fault, &threads, &base)?
     } else {
         let mut all = watch;
         all.extend_from_slice(&fault);
         all.sort_by_key(|s| s.time_ns);
+        log = sample_log(table, &all, meta.sample_log_limit);
         let comm_params = AnalysisParams {
             expiration: Expiration::Fixed {
                 ns: meta.watch_interval_ns * u64::from(meta.watch_hold.max(1)),
@@ -94,5 +118,11 @@ pub fn build(
     for (k, v) in meta.knobs {
         m.params.insert(format!("backend.{k}"), v);
     }
-    Ok(profile)
+    if meta.sample_log_limit > 0 {
+        m.params
+            .insert("sample_log.limit".into(), meta.sample_log_limit.to_string());
+        m.params
+            .insert("sample_log.kept".into(), log.len().to_string());
+    }
+    Ok((profile, log))
 }

@@ -62,7 +62,14 @@ pub struct ProfileConfig {
     /// Install SIGINT/SIGTERM/SIGHUP handlers: attach mode stops and writes the profile;
     /// launch mode forwards SIGTERM/SIGHUP to the command and keeps waiting for it.
     pub handle_signals: bool,
+    /// Keep up to this many raw samples for the profile's `samples.csv` (the `dagtm`
+    /// strategy's input); 0 writes no log.
+    pub sample_log_limit: usize,
 }
+
+/// Default bound of `samples.csv`: about 5 MB of text, enough for DagTM's reuse distances on
+/// the sampled accesses of a few seconds of profiling.
+pub const DEFAULT_SAMPLE_LOG_LIMIT: usize = 200_000;
 
 impl ProfileConfig {
     pub fn new(target: Target) -> Self {
@@ -77,6 +84,7 @@ impl ProfileConfig {
             tick: Duration::from_millis(10),
             progress: false,
             handle_signals: false,
+            sample_log_limit: DEFAULT_SAMPLE_LOG_LIMIT,
         }
     }
 }
@@ -85,6 +93,8 @@ impl ProfileConfig {
 #[derive(Debug)]
 pub struct ProfileRun {
     pub profile: Profile,
+    /// Raw samples kept for `samples.csv` (at most `ProfileConfig::sample_log_limit`).
+    pub sample_log: Vec<mapper::profile::samples::LoggedSample>,
     /// The backend that actually ran (`auto` resolved).
     pub backend: Backend,
     /// Exit status of a launched command (None in attach mode).
@@ -651,7 +661,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     let fault_samples = data.fault.len() as u64;
     let watch_samples = data.watch.len() as u64;
     let hw_samples = data.hw.len() as u64;
-    let profile = assemble::build(
+    let (profile, sample_log) = assemble::build(
         &table,
         data.fault,
         data.watch,
@@ -665,10 +675,12 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             knobs: knobs.clone(),
             watch_interval_ns: cfg.watch.interval.as_nanos() as u64,
             watch_hold: cfg.watch.hold,
+            sample_log_limit: cfg.sample_log_limit,
         },
     )?;
     Ok(ProfileRun {
         profile,
+        sample_log,
         backend,
         exit_status,
         fault_samples,
