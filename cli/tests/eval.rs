@@ -71,6 +71,12 @@ fn scotch_and_every_strategy_on_known_patterns() {
     for s in ["compact", "scatter", "random", "scotch"] {
         row(&md, 2, "pairs", s);
     }
+    // Matrix-only inputs carry no sample log: dagtm is left out, not listed as an error.
+    assert!(
+        !md.contains("| pairs | dagtm |"),
+        "dagtm row on a bare matrix"
+    );
+    assert!(!md.contains("error:"), "no failed rows:\n{md}");
     // 4 interleaved cliques of 4 (t mod 4, weight 100) with weight-1 noise: the best 2-node
     // split keeps cliques whole, two per node, leaving only the 8×8 noise pairs remote.
     let scotch = row(&md, 2, "cliques-interleaved", "scotch");

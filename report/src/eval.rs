@@ -431,6 +431,13 @@ pub fn run(
                 metrics,
             };
             for (name, plan) in mapper::compare::compare(&mi, input.samples.as_ref(), None) {
+                // A strategy that maps from raw samples has nothing to say about a bare matrix.
+                let needs_samples = mapper::strategy::by_name(&name)
+                    .map(|s| s.needs_samples())
+                    .unwrap_or(false);
+                if needs_samples && input.samples.is_none() {
+                    continue;
+                }
                 let m = plan.map(|p| (!p.assignment.is_empty()).then_some(p.metrics));
                 rows.push(row(name, m));
             }
@@ -456,8 +463,8 @@ fn strategies(rows: &[EvalRow]) -> Vec<String> {
 
 /// Per strategy and NUMA size: geometric mean over inputs of RemoteComm ÷ random's, and of
 /// Load_std ÷ random's (both +1 so perfect zeros stay finite), count of inputs where it has the
-/// lowest RemoteComm, and median mapping time.
-pub fn summary(rows: &[EvalRow]) -> Vec<(usize, String, f64, f64, usize, f64)> {
+/// lowest RemoteComm, how many inputs it ran on, and median mapping time.
+pub fn summary(rows: &[EvalRow]) -> Vec<(usize, String, f64, f64, usize, usize, f64)> {
     let mut out = Vec::new();
     let mut numas: Vec<usize> = rows.iter().map(|r| r.numa).collect();
     numas.dedup();
@@ -505,6 +512,7 @@ pub fn summary(rows: &[EvalRow]) -> Vec<(usize, String, f64, f64, usize, f64)> {
                 (lr / k as f64).exp(),
                 (ll / k as f64).exp(),
                 wins,
+                k,
                 median,
             ));
         }
@@ -518,13 +526,8 @@ pub fn summary_markdown(rows: &[EvalRow]) -> String {
         "| NUMA nodes | strategy | RemoteComm vs random | Load_std vs random | lowest RemoteComm on | median mapping ms |\n\
 |---:|---|---:|---:|---:|---:|\n",
     );
-    let inputs = {
-        let mut v: Vec<&str> = rows.iter().map(|r| r.input.as_str()).collect();
-        v.sort_unstable();
-        v.dedup();
-        v.len()
-    };
-    for (numa, strat, rc, ls, wins, ms) in summary(rows) {
+    // "of k": strategies that need a sample log (dagtm) run on the profiled inputs only.
+    for (numa, strat, rc, ls, wins, inputs, ms) in summary(rows) {
         s.push_str(&format!(
             "| {numa} | {strat} | {rc:.3} | {ls:.3} | {wins}/{inputs} | {ms:.3} |\n"
         ));

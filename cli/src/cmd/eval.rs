@@ -98,6 +98,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 nodes; Scotch: {}. Mapping times are each mapper's own time on this machine (Scotch: the \
 `Mapping` time `gmap -vt` reports, I/O excluded; cmlb strategies: a debug or release build as \
 run). Metrics of every row, Scotch's included, are computed by `mapper::metrics::compute`. \
+`dagtm` maps from a profile's raw samples, so it appears only for inputs profiled here. \
 Regenerate with `tests/eval/run`.\n",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH,

@@ -62,6 +62,11 @@ pub trait Strategy {
     ) -> Option<Box<dyn Strategy>> {
         None
     }
+    /// True when the strategy maps from a raw-sample log and cannot work from a matrix alone
+    /// (`dagtm`), so tools comparing strategies on matrix-only inputs can leave it out.
+    fn needs_samples(&self) -> bool {
+        false
+    }
 }
 
 /// Parameters given after a strategy name, as in `spectral:k=8,scheme=first-fit`.
