@@ -5,7 +5,7 @@
 //! Pipeline, with the choices the paper leaves open (see `docs/methods.md`):
 //! 1. `A ← (A + Aᵀ)/2`; similarity `S_ij = MAX_SIMILARITY · a_ij / max_{p≠q} a_pq`,
 //!    `S_ii = SELF_SIMILARITY` (both 1); `M = D^{-1/2} S D^{-1/2}` with `D = diag(row sums)`.
-//! 2. The k largest eigenpairs of `M` (= the k smallest of `I − M`) with nalgebra
+//! 2. The k largest eigenpairs of `M` (= the k smallest of `I − M`) with faer
 //!    ([`super::eigen`]); the eigenvectors are weighted by their eigenvalue (clipped at 0) and
 //!    the rows normalised to unit length. The weighting is our addition: it keeps directions
 //!    with eigenvalue 0, which are arbitrary when that eigenvalue is repeated, from splitting
@@ -29,7 +29,7 @@ use super::qap::{pair_exchange, tolerance, Mapping, PuDistance, Qap, Slots};
 use super::{MapInput, Params, Strategy};
 use crate::error::{MapError, Result};
 use crate::matrix::CommMatrix;
-use nalgebra::DMatrix;
+use faer::Mat;
 use rand::{Rng, SeedableRng};
 
 /// `S_ii` of the paper ("generally set to 1").
@@ -154,7 +154,7 @@ impl Strategy for Spectral {
         let dist = PuDistance::hops(topo);
         let q = Qap::new(input.comm, &slots, &dist);
         let t0 = std::time::Instant::now();
-        let clusters = cluster(input.comm, k, input.seed);
+        let clusters = cluster(input.comm, k, input.seed)?;
         let t_cluster = t0.elapsed();
         let scheme = self
             .scheme
@@ -187,7 +187,7 @@ impl Strategy for Spectral {
 
 /// CP-NSC (Algorithm 1): up to `k` clusters of threads, each sorted, clusters ordered by head.
 /// Without any communication between distinct threads there is nothing to cluster: one cluster.
-pub fn cluster(comm: &CommMatrix, k: usize, seed: u64) -> Vec<Vec<usize>> {
+pub fn cluster(comm: &CommMatrix, k: usize, seed: u64) -> Result<Vec<Vec<usize>>> {
     let n = comm.n();
     let mut maxw = 0.0_f64;
     for i in 0..n {
@@ -198,19 +198,21 @@ pub fn cluster(comm: &CommMatrix, k: usize, seed: u64) -> Vec<Vec<usize>> {
         }
     }
     if n <= 1 || k <= 1 || maxw == 0.0 {
-        return vec![(0..n).collect()];
+        return Ok(vec![(0..n).collect()]);
     }
-    let s = DMatrix::from_fn(n, n, |i, j| {
+    let s = Mat::from_fn(n, n, |i, j| {
         if i == j {
             SELF_SIMILARITY
         } else {
             MAX_SIMILARITY * (comm.get(i, j) + comm.get(j, i)) * 0.5 / maxw
         }
     });
-    let dinv: Vec<f64> = (0..n).map(|i| s.row(i).sum().sqrt().recip()).collect();
-    let m = DMatrix::from_fn(n, n, |i, j| s[(i, j)] * dinv[i] * dinv[j]);
+    let dinv: Vec<f64> = (0..n)
+        .map(|i| (0..n).map(|j| s[(i, j)]).sum::<f64>().sqrt().recip())
+        .collect();
+    let m = Mat::from_fn(n, n, |i, j| s[(i, j)] * dinv[i] * dinv[j]);
     let t0 = std::time::Instant::now();
-    let (vals, vecs) = top_eigen(&m, k, seed);
+    let (vals, vecs) = top_eigen(&m, k)?;
     log::debug!(
         "spectral: {k} eigenvectors of {n}x{n} in {:?}",
         t0.elapsed()
@@ -236,7 +238,7 @@ pub fn cluster(comm: &CommMatrix, k: usize, seed: u64) -> Vec<Vec<usize>> {
     }
     groups.retain(|g| !g.is_empty());
     groups.sort_by_key(|g| g[0]);
-    groups
+    Ok(groups)
 }
 
 /// k-means with k-means++ seeding, a few restarts, best inertia kept. Points are the rows of
@@ -641,7 +643,7 @@ mod tests {
     #[test]
     fn clustering_finds_planted_groups() {
         let comm = blocks(24, 6, true, 5);
-        let cl = cluster(&comm, 4, 1);
+        let cl = cluster(&comm, 4, 1).unwrap();
         assert_eq!(
             cl,
             vec![
@@ -652,7 +654,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            cluster(&CommMatrix::zeros(5), 3, 0),
+            cluster(&CommMatrix::zeros(5), 3, 0).unwrap(),
             vec![vec![0, 1, 2, 3, 4]]
         );
     }
@@ -751,7 +753,7 @@ mod tests {
             let slots = Slots::new(&t, n);
             let dist = PuDistance::hops(&t);
             let q = Qap::new(&comm, &slots, &dist);
-            let cl = cluster(&comm, k.min(n), seed);
+            let cl = cluster(&comm, k.min(n), seed).unwrap();
             let pos = place(Scheme::Plain, &cl, &slots);
             let mut m = Mapping::from_pos(pos.clone(), slots.len());
             let before = q.cost(&m.pos);
