@@ -2,26 +2,12 @@
 //! slurm-conf/install-deps): the table has every strategy and Scotch, Scotch finds the known
 //! best grouping (so the graph/target conversion is right), and bad arguments fail clearly.
 
+mod common;
+
+use common::{cmlb, fails};
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn cmlb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cmlb"))
-        .args(args)
-        .output()
-        .expect("run cmlb")
-}
-
-fn fails(args: &[&str], needle: &str) {
-    let o = cmlb(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "cmlb {args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with("cmlb: error: ") && err.contains(needle),
-        "{needle:?} not in {err}"
-    );
-}
+use std::process::Command;
 
 /// The cells of the table row `| input | strategy | ...` in the section for `numa` nodes.
 fn row(md: &str, numa: usize, input: &str, strategy: &str) -> Vec<String> {
@@ -94,11 +80,14 @@ fn bad_eval_arguments_fail_with_one_line() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("eval.md");
     let o = out.to_str().unwrap();
-    fails(&["eval", "--numa", "0", "--out", o], "--numa");
-    fails(&["eval", "--patterns", "12", "--out", o], "multiple of 8");
+    fails(&["eval", "--numa", "0", "--out", o], &["--numa"]);
+    fails(
+        &["eval", "--patterns", "12", "--out", o],
+        &["multiple of 8"],
+    );
     fails(
         &["eval", "--scotch", "/nonexistent/gmap", "--out", o],
-        "/nonexistent/gmap",
+        &["/nonexistent/gmap"],
     );
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
@@ -112,7 +101,7 @@ fn bad_eval_arguments_fail_with_one_line() {
             "--out",
             o,
         ],
-        "no .csv matrices",
+        &["no .csv matrices"],
     );
     assert!(!out.exists(), "no output on error");
 }

@@ -2,55 +2,19 @@
 //! rely on, the output files, and one clear error line (non-zero exit, no output file) for
 //! every kind of bad input.
 
+mod common;
+
+use common::{fails, ok, stdout};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// NAS SP (OpenMP, 64 threads) from EagerMap's repository, bundled with the mapper tests.
 const SP_OMP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../mapper/tests/data/eagermap-examples/SP-OMP.csv"
 );
-
-fn cmlb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cmlb"))
-        .args(args)
-        .output()
-        .expect("run cmlb")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = cmlb(args);
-    assert!(
-        o.status.success(),
-        "cmlb {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    stdout(&o)
-}
-
-/// Runs cmlb expecting failure: exit 1, nothing on stdout, exactly one stderr line
-/// `cmlb: error: ...` that contains every `needle`.
-fn fails(args: &[&str], needles: &[&str]) {
-    let o = cmlb(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "cmlb {args:?}: {err}");
-    assert!(o.stdout.is_empty(), "cmlb {args:?} printed {}", stdout(&o));
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "cmlb {args:?}: expected one line, got {err}"
-    );
-    assert!(lines[0].starts_with("cmlb: error: "), "{err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "cmlb {args:?}: {:?} not in {err}", n);
-    }
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);

@@ -1,45 +1,17 @@
 //! `cmlb map` with the source papers' other methods (spectral, pair-exchange, dagtm) and the
 //! MRAM(h) column, through the real binary.
 
+mod common;
+
+use common::{fails, ok};
+
 use serde_json::Value;
-use std::process::{Command, Output};
 
 /// NAS SP (OpenMP, 64 threads) from EagerMap's repository, bundled with the mapper tests.
 const SP_OMP: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../mapper/tests/data/eagermap-examples/SP-OMP.csv"
 );
-
-fn cmlb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cmlb"))
-        .args(args)
-        .output()
-        .expect("run cmlb")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = cmlb(args);
-    assert!(
-        o.status.success(),
-        "cmlb {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Exit 1, nothing on stdout, one `cmlb: error:` line containing every needle.
-fn fails(args: &[&str], needles: &[&str]) {
-    let o = cmlb(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "cmlb {args:?}: {err}");
-    assert!(o.stdout.is_empty());
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].starts_with("cmlb: error: "), "{err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "{n:?} not in {err}");
-    }
-}
 
 fn json(args: &[&str]) -> Value {
     let mut a = args.to_vec();

@@ -2,6 +2,10 @@
 //! image loaded, its table holds the numbers `cmlb map --compare` prints, and bad input gives
 //! one clear error line and no output directory.
 
+mod common;
+
+use common::{fails, ok};
+
 use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use mapper::CommMatrix;
 use serde_json::Value;
@@ -9,41 +13,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const TOPO: &str = "pack:2 numa:2 core:4 pu:2";
-
-fn cmlb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cmlb"))
-        .args(args)
-        .output()
-        .expect("run cmlb")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = cmlb(args);
-    assert!(
-        o.status.success(),
-        "cmlb {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Exit 1, nothing on stdout, one `cmlb: error:` line containing every needle.
-fn fails(args: &[&str], needles: &[&str]) {
-    let o = cmlb(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "cmlb {args:?}: {err}");
-    assert!(o.stdout.is_empty(), "cmlb {args:?} printed to stdout");
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "cmlb {args:?}: expected one line, got {err}"
-    );
-    assert!(lines[0].starts_with("cmlb: error: "), "{err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "cmlb {args:?}: {n:?} not in {err}");
-    }
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -1,0 +1,47 @@
+//! Helpers the CLI tests share: run the real `cmlb` binary and check its success or its one-line
+//! error. Each test crate uses a different subset.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// Run `cmlb ARGS` and capture everything.
+pub fn cmlb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(args)
+        .output()
+        .expect("run cmlb")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `cmlb ARGS` succeeds; its stdout.
+pub fn ok(args: &[&str]) -> String {
+    let o = cmlb(args);
+    assert!(
+        o.status.success(),
+        "cmlb {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout(&o)
+}
+
+/// `cmlb ARGS` exits 1 with nothing on stdout and exactly one `cmlb: error:` line on stderr
+/// that contains every needle.
+pub fn fails(args: &[&str], needles: &[&str]) {
+    let o = cmlb(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "cmlb {args:?}: {err}");
+    assert!(o.stdout.is_empty(), "cmlb {args:?} printed {}", stdout(&o));
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "cmlb {args:?}: expected one line, got {err}"
+    );
+    assert!(lines[0].starts_with("cmlb: error: "), "{err}");
+    for n in needles {
+        assert!(lines[0].contains(n), "cmlb {args:?}: {n:?} not in {err}");
+    }
+}
