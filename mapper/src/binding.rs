@@ -216,29 +216,10 @@ mod tests {
     use super::*;
     use crate::metrics::Metrics;
     use crate::plan::Assignment;
-    use crate::topology::NodeSpec;
 
+    /// One package of `numa` nodes × `cores` × `pus`, OS indexes in order.
     fn topo(numa: u32, cores: u32, pus: u32) -> Topology {
-        let mut pu = 0;
-        let mut core = 0;
-        let nodes = (0..numa)
-            .map(|n| {
-                let cs = (0..cores)
-                    .map(|_| {
-                        let ps = (0..pus)
-                            .map(|_| {
-                                pu += 1;
-                                NodeSpec::new(Level::Pu, pu - 1, vec![])
-                            })
-                            .collect();
-                        core += 1;
-                        NodeSpec::new(Level::Core, core - 1, ps)
-                    })
-                    .collect();
-                NodeSpec::new(Level::Numa, n, cs)
-            })
-            .collect();
-        Topology::build(&NodeSpec::new(Level::Machine, 0, nodes), "test").unwrap()
+        crate::strategy::qap::tests::topo(1, numa, cores, pus)
     }
 
     #[test]
