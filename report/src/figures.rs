@@ -382,6 +382,8 @@ impl Figure for Timeline<'_> {
         chart
             .configure_mesh()
             .disable_x_mesh()
+            // Only the labelled grid lines: the fine ones hide the phase shading.
+            .light_line_style(TRANSPARENT)
             .x_desc("time (ms)")
             .y_desc("samples per timeslice")
             .x_label_formatter(&|v| short_num(*v))
