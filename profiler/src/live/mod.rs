@@ -464,8 +464,6 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         let watch_cfg = WatchConfig { slots, ..cfg.watch };
         watch::Scheduler::new(watch_cfg, start, root as u64 ^ 0x9e37_79b9_7f4a_7c15)
     });
-    let mut maps: Vec<(u64, u64)> = Vec::new();
-    let mut maps_read = start - Duration::from_secs(3600);
     let mut data = Collected::default();
     let mut recs = Vec::new();
     let mut exit_status = None;
@@ -484,15 +482,10 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             sc.add_hits((data.watch.len() - hits_before) as u32, now);
         }
         if let Some(sc) = sched.as_mut() {
-            let refresh = now.duration_since(maps_read) > Duration::from_secs(1);
-            let mut pick = |r: &mut dyn FnMut() -> u64| {
-                if refresh || maps.is_empty() {
-                    maps = watch::writable_mappings(root);
-                    maps_read = now;
-                }
-                watch::random_word(&maps, r())
-            };
-            match sc.step(now, &mut pick) {
+            // Read when a new set of words is chosen (every `hold` windows), so the mappings
+            // are current for the fault addresses being checked.
+            let mut maps = || watch::writable_mappings(root);
+            match sc.step(now, &mut maps) {
                 Some(watch::Action::Arm(addrs)) => {
                     for s in streams.iter_mut() {
                         if let StreamKind::Watch(k) = s.kind {

@@ -16,7 +16,10 @@
 //! Candidate words come from the fault samples (the exact address whose first touch faulted
 //! the page in, grouped by the thread that touched it: owners are visited round-robin so every
 //! thread's data gets watched) and, when those are scarce (e.g. after `--attach`), from random
-//! words of the process's writable mappings (`/proc/PID/maps`).
+//! words of the process's writable mappings (`/proc/PID/maps`). Fault addresses outside the
+//! writable mappings are never watched: code, read-only data and the GOT after RELRO are read
+//! by every thread (a GOT slot on every call through the PLT) without any data moving between
+//! threads, and watching one made unrelated threads look like heavy communicators.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -167,12 +170,13 @@ impl Scheduler {
         }
     }
 
-    /// Advance: returns the action due at `now`, if any. `maps` supplies random writable
-    /// words when there are not enough fault candidates.
+    /// Advance: returns the action due at `now`, if any. `maps` returns the process's current
+    /// writable mappings (see [`writable_mappings`]; empty when unknown, which disables the
+    /// filter); it is called only when a new set of words is chosen.
     pub fn step(
         &mut self,
         now: Instant,
-        maps: &mut dyn FnMut(&mut dyn FnMut() -> u64) -> Option<u64>,
+        maps: &mut dyn FnMut() -> Vec<(u64, u64)>,
     ) -> Option<Action> {
         if now < self.next_at {
             return None;
@@ -200,30 +204,25 @@ impl Scheduler {
         Some(Action::Arm(self.current.clone()))
     }
 
-    fn choose(&mut self, maps: &mut dyn FnMut(&mut dyn FnMut() -> u64) -> Option<u64>) -> Vec<u64> {
+    fn choose(&mut self, maps: &mut dyn FnMut() -> Vec<(u64, u64)>) -> Vec<u64> {
+        let writable = maps();
         let mut chosen = Vec::new();
         let mut lines = HashSet::new();
         let owners: Vec<i32> = self.owners.keys().copied().collect();
         let mut tries = 0;
-        while chosen.len() < self.cfg.slots && tries < 4 * self.cfg.slots {
+        // Rejected (read-only) candidates use up tries too: bounded work per choice.
+        while chosen.len() < self.cfg.slots && tries < 8 * self.cfg.slots {
             tries += 1;
             let addr = if !owners.is_empty() {
                 let o = owners[self.next_owner % owners.len()];
                 self.next_owner += 1;
                 let r = self.rand();
                 let v = &self.owners[&o].1;
-                Some(v[(r % v.len() as u64) as usize])
+                let a = v[(r % v.len() as u64) as usize];
+                (writable.is_empty() || inside(&writable, a)).then_some(a)
             } else {
-                let mut rng = self.rng;
-                let mut next = || {
-                    rng ^= rng >> 12;
-                    rng ^= rng << 25;
-                    rng ^= rng >> 27;
-                    rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
-                };
-                let a = maps(&mut next);
-                self.rng = rng;
-                a
+                let r = self.rand();
+                random_word(&writable, r)
             };
             if let Some(a) = addr {
                 let a = a & !7;
@@ -234,6 +233,10 @@ impl Scheduler {
         }
         chosen
     }
+}
+
+fn inside(maps: &[(u64, u64)], addr: u64) -> bool {
+    maps.iter().any(|&(a, b)| addr >= a && addr < b)
 }
 
 /// Writable private or anonymous mappings of a process: `(start, end)` pairs.
@@ -322,7 +325,7 @@ mod tests {
                 s.add_fault(tid, (tid as u64) << 32 | p << 12);
             }
         }
-        let mut no_maps = |_: &mut dyn FnMut() -> u64| None;
+        let mut no_maps = Vec::new;
         assert_eq!(
             s.step(t0, &mut no_maps),
             None,
@@ -358,7 +361,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = Scheduler::new(cfg, t0, 3);
         s.add_fault(1, 0x1000_0000);
-        let mut no_maps = |_: &mut dyn FnMut() -> u64| None;
+        let mut no_maps = Vec::new;
         let t1 = t0 + cfg.interval;
         assert!(matches!(s.step(t1, &mut no_maps), Some(Action::Arm(_))));
         let t2 = t1 + Duration::from_millis(1);
@@ -373,6 +376,41 @@ mod tests {
             "next window keeps the interval"
         );
         assert_eq!(s.cut_windows, 1);
+    }
+
+    #[test]
+    fn read_only_fault_addresses_are_never_watched() {
+        // Thread 1 faulted its heap page and a GOT slot (read-only after RELRO), thread 2 a
+        // code page: only the heap word may be armed.
+        let text = "\
+55550000-55551000 r--p 00002000 08:01 1 /bin/app
+55551000-55552000 rw-p 00003000 08:01 1 /bin/app
+7f0000000000-7f0000001000 r-xp 00000000 08:01 2 /lib/libc.so.6
+7f1000000000-7f1000100000 rw-p 00000000 00:00 0
+";
+        let maps = parse_writable_mappings(text);
+        let cfg = WatchConfig::default();
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 5);
+        s.add_fault(1, 0x5555_0080); // GOT slot
+        s.add_fault(1, 0x7f10_0000_2010); // heap
+        s.add_fault(2, 0x7f00_0000_0400); // code
+        let mut armed = HashSet::new();
+        let mut t = t0;
+        for _ in 0..40 {
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(a)) = s.step(t, &mut || maps.clone()) {
+                armed.extend(a);
+            }
+        }
+        assert_eq!(armed, HashSet::from([0x7f10_0000_2010]));
+        // Unknown mappings (empty list): no filter, every candidate may be watched.
+        let mut s = Scheduler::new(cfg, t0, 5);
+        s.add_fault(1, 0x5555_0080);
+        match s.step(t0 + cfg.interval, &mut Vec::new) {
+            Some(Action::Arm(a)) => assert_eq!(a, vec![0x5555_0080]),
+            other => panic!("expected an arm action, got {other:?}"),
+        }
     }
 
     #[test]
@@ -397,7 +435,7 @@ mod tests {
         let cfg = WatchConfig::default();
         let t0 = Instant::now();
         let mut s = Scheduler::new(cfg, t0, 1);
-        let mut from_maps = |r: &mut dyn FnMut() -> u64| random_word(&maps, r());
+        let mut from_maps = || maps.clone();
         match s.step(t0 + cfg.interval, &mut from_maps) {
             Some(Action::Arm(a)) => assert!(!a.is_empty()),
             other => panic!("expected an arm action, got {other:?}"),
