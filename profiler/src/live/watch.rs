@@ -210,25 +210,33 @@ impl Scheduler {
         let mut lines = HashSet::new();
         let owners: Vec<i32> = self.owners.keys().copied().collect();
         let mut tries = 0;
-        // Rejected (read-only) candidates use up tries too: bounded work per choice.
-        while chosen.len() < self.cfg.slots && tries < 8 * self.cfg.slots {
+        let mut take = |a: u64, chosen: &mut Vec<u64>| {
+            let a = a & !7;
+            if lines.insert(a >> 6) {
+                chosen.push(a);
+            }
+        };
+        // Fault candidates first; rejected (read-only) ones use up tries too.
+        while !owners.is_empty() && chosen.len() < self.cfg.slots && tries < 8 * self.cfg.slots {
             tries += 1;
-            let addr = if !owners.is_empty() {
-                let o = owners[self.next_owner % owners.len()];
-                self.next_owner += 1;
-                let r = self.rand();
-                let v = &self.owners[&o].1;
-                let a = v[(r % v.len() as u64) as usize];
-                (writable.is_empty() || inside(&writable, a)).then_some(a)
-            } else {
-                let r = self.rand();
-                random_word(&writable, r)
-            };
-            if let Some(a) = addr {
-                let a = a & !7;
-                if lines.insert(a >> 6) {
-                    chosen.push(a);
-                }
+            let o = owners[self.next_owner % owners.len()];
+            self.next_owner += 1;
+            let r = self.rand();
+            let v = &self.owners[&o].1;
+            let a = v[(r % v.len() as u64) as usize];
+            if writable.is_empty() || inside(&writable, a) {
+                take(a, &mut chosen);
+            }
+        }
+        // Then random writable words for the slots still free (no usable fault candidates,
+        // e.g. after --attach once the data is faulted in).
+        tries = 0;
+        while chosen.len() < self.cfg.slots && tries < 4 * self.cfg.slots {
+            tries += 1;
+            let r = self.rand();
+            match random_word(&writable, r) {
+                Some(a) => take(a, &mut chosen),
+                None => break,
             }
         }
         chosen
@@ -381,7 +389,7 @@ mod tests {
     #[test]
     fn read_only_fault_addresses_are_never_watched() {
         // Thread 1 faulted its heap page and a GOT slot (read-only after RELRO), thread 2 a
-        // code page: only the heap word may be armed.
+        // code page: of those, only the heap word may be armed.
         let text = "\
 55550000-55551000 r--p 00002000 08:01 1 /bin/app
 55551000-55552000 rw-p 00003000 08:01 1 /bin/app
@@ -403,7 +411,12 @@ mod tests {
                 armed.extend(a);
             }
         }
-        assert_eq!(armed, HashSet::from([0x7f10_0000_2010]));
+        assert!(armed.contains(&0x7f10_0000_2010), "{armed:x?}");
+        // The free slots get random writable words, never a read-only one.
+        assert!(armed.len() > 1, "{armed:x?}");
+        for w in &armed {
+            assert!(maps.iter().any(|&(a, b)| *w >= a && *w < b), "{w:#x} is not writable");
+        }
         // Unknown mappings (empty list): no filter, every candidate may be watched.
         let mut s = Scheduler::new(cfg, t0, 5);
         s.add_fault(1, 0x5555_0080);
