@@ -415,7 +415,10 @@ mod tests {
         // The free slots get random writable words, never a read-only one.
         assert!(armed.len() > 1, "{armed:x?}");
         for w in &armed {
-            assert!(maps.iter().any(|&(a, b)| *w >= a && *w < b), "{w:#x} is not writable");
+            assert!(
+                maps.iter().any(|&(a, b)| *w >= a && *w < b),
+                "{w:#x} is not writable"
+            );
         }
         // Unknown mappings (empty list): no filter, every candidate may be watched.
         let mut s = Scheduler::new(cfg, t0, 5);
