@@ -15,7 +15,7 @@
 //!
 //! Candidate words come from the fault samples (the exact address whose first touch faulted
 //! the page in, grouped by the thread that touched it: owners are visited round-robin so every
-//! thread's data gets watched) and, when those are scarce (e.g. after `--attach`), from random
+//! thread's data gets watched) and, for slots they cannot fill (e.g. after `--attach`), from random
 //! words of the process's writable mappings (`/proc/PID/maps`). Fault addresses outside the
 //! writable mappings are never watched: code, read-only data and the GOT after RELRO are read
 //! by every thread (a GOT slot on every call through the PLT) without any data moving between
