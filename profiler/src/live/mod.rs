@@ -464,6 +464,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         let watch_cfg = WatchConfig { slots, ..cfg.watch };
         watch::Scheduler::new(watch_cfg, start, root as u64 ^ 0x9e37_79b9_7f4a_7c15)
     });
+    let mut address_space = watch::ProcAddressSpace::new(root);
     let mut data = Collected::default();
     let mut recs = Vec::new();
     let mut exit_status = None;
@@ -482,10 +483,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             sc.add_hits((data.watch.len() - hits_before) as u32, now);
         }
         if let Some(sc) = sched.as_mut() {
-            // Read when a new set of words is chosen (every `hold` windows), so the mappings
-            // are current for the fault addresses being checked.
-            let mut maps = || watch::writable_mappings(root);
-            match sc.step(now, &mut maps) {
+            match sc.step(now, &mut address_space) {
                 Some(watch::Action::Arm(addrs)) => {
                     for s in streams.iter_mut() {
                         if let StreamKind::Watch(k) = s.kind {

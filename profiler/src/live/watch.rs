@@ -16,7 +16,9 @@
 //! Candidate words come from the fault samples (the exact address whose first touch faulted
 //! the page in, grouped by the thread that touched it: owners are visited round-robin so every
 //! thread's data gets watched) and, for slots they cannot fill (e.g. after `--attach`), from random
-//! words of the process's writable mappings (`/proc/PID/maps`). Fault addresses outside the
+//! words of the process's writable mappings (`/proc/PID/maps`) whose page is resident
+//! (`/proc/PID/pagemap`): most of a writable address space is untouched thread-stack and heap
+//! reserve, and a watchpoint there never fires. Fault addresses outside the
 //! writable mappings are never watched: code, read-only data and the GOT after RELRO are read
 //! by every thread (a GOT slot on every call through the PLT) without any data moving between
 //! threads, and watching one made unrelated threads look like heavy communicators.
@@ -87,6 +89,74 @@ pub enum Action {
     Arm(Vec<u64>),
     Disarm,
 }
+
+/// What the scheduler needs to know about the profiled process's memory.
+pub trait AddressSpace {
+    /// Current writable data mappings, `(start, end)`; empty when unknown (disables the filter).
+    fn writable(&mut self) -> Vec<(u64, u64)>;
+    /// Whether the page holding `addr` is in memory; `true` when that cannot be known.
+    fn resident(&mut self, _addr: u64) -> bool {
+        true
+    }
+}
+
+/// A closure that lists mappings is an address space with unknown residency.
+impl<F: FnMut() -> Vec<(u64, u64)>> AddressSpace for F {
+    fn writable(&mut self) -> Vec<(u64, u64)> {
+        self()
+    }
+}
+
+/// A live process's address space, read from `/proc/PID/maps` and `/proc/PID/pagemap`.
+pub struct ProcAddressSpace {
+    pid: i32,
+    page_size: u64,
+    /// `None` when pagemap cannot be opened (another user's process, old kernel): every
+    /// word then counts as resident.
+    pagemap: Option<std::fs::File>,
+}
+
+impl ProcAddressSpace {
+    pub fn new(pid: i32) -> Self {
+        // SAFETY: sysconf has no preconditions.
+        let page_size = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            n if n > 0 => n as u64,
+            _ => 4096,
+        };
+        ProcAddressSpace {
+            pid,
+            page_size,
+            pagemap: None,
+        }
+    }
+}
+
+impl AddressSpace for ProcAddressSpace {
+    fn writable(&mut self) -> Vec<(u64, u64)> {
+        // Reopened with every new word set: an open pagemap stays bound to the address space
+        // it was opened on, and a launched command replaces its own with exec.
+        self.pagemap = std::fs::File::open(format!("/proc/{}/pagemap", self.pid)).ok();
+        writable_mappings(self.pid)
+    }
+
+    fn resident(&mut self, addr: u64) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Some(f) = &self.pagemap else {
+            return true;
+        };
+        // One 64-bit entry per page; bit 63 = present in RAM, bit 62 = swapped. Readable
+        // without privileges for our own processes (only the frame number is hidden).
+        let mut e = [0u8; 8];
+        match f.read_exact_at(&mut e, addr / self.page_size * 8) {
+            Ok(()) => u64::from_le_bytes(e) >> 63 == 1,
+            Err(_) => true,
+        }
+    }
+}
+
+/// Random fill-up tries per free slot: with a few % of the writable space resident this still
+/// finds a resident word almost always, at one 8-byte pread per try.
+const RESIDENT_TRIES: usize = 64;
 
 /// Max fault addresses remembered per owning thread (reservoir sample).
 const PER_OWNER: usize = 512;
@@ -170,14 +240,9 @@ impl Scheduler {
         }
     }
 
-    /// Advance: returns the action due at `now`, if any. `maps` returns the process's current
-    /// writable mappings (see [`writable_mappings`]; empty when unknown, which disables the
-    /// filter); it is called only when a new set of words is chosen.
-    pub fn step(
-        &mut self,
-        now: Instant,
-        maps: &mut dyn FnMut() -> Vec<(u64, u64)>,
-    ) -> Option<Action> {
+    /// Advance: returns the action due at `now`, if any. `mem` is consulted only when a new
+    /// set of words is chosen (every `hold` windows), so the mappings are current.
+    pub fn step(&mut self, now: Instant, mem: &mut dyn AddressSpace) -> Option<Action> {
         if now < self.next_at {
             return None;
         }
@@ -188,7 +253,7 @@ impl Scheduler {
             return Some(Action::Disarm);
         }
         if self.windows_left == 0 || self.current.is_empty() {
-            self.current = self.choose(maps);
+            self.current = self.choose(mem);
             self.windows_left = self.cfg.hold;
         }
         if self.current.is_empty() {
@@ -204,8 +269,8 @@ impl Scheduler {
         Some(Action::Arm(self.current.clone()))
     }
 
-    fn choose(&mut self, maps: &mut dyn FnMut() -> Vec<(u64, u64)>) -> Vec<u64> {
-        let writable = maps();
+    fn choose(&mut self, mem: &mut dyn AddressSpace) -> Vec<u64> {
+        let writable = mem.writable();
         let mut chosen = Vec::new();
         let mut lines = HashSet::new();
         let owners: Vec<i32> = self.owners.keys().copied().collect();
@@ -228,14 +293,15 @@ impl Scheduler {
                 take(a, &mut chosen);
             }
         }
-        // Then random writable words for the slots still free (no usable fault candidates,
-        // e.g. after --attach once the data is faulted in).
+        // Then random resident writable words for the slots still free (no usable fault
+        // candidates, e.g. after --attach once the data is faulted in).
         tries = 0;
-        while chosen.len() < self.cfg.slots && tries < 4 * self.cfg.slots {
+        while chosen.len() < self.cfg.slots && tries < RESIDENT_TRIES * self.cfg.slots {
             tries += 1;
             let r = self.rand();
             match random_word(&writable, r) {
-                Some(a) => take(a, &mut chosen),
+                Some(a) if mem.resident(a) => take(a, &mut chosen),
+                Some(_) => {}
                 None => break,
             }
         }
@@ -427,6 +493,72 @@ mod tests {
             Some(Action::Arm(a)) => assert_eq!(a, vec![0x5555_0080]),
             other => panic!("expected an arm action, got {other:?}"),
         }
+    }
+
+    /// Writable mappings with only some pages resident, as after `--attach`.
+    struct Sparse {
+        maps: Vec<(u64, u64)>,
+        resident_pages: HashSet<u64>,
+    }
+
+    impl AddressSpace for Sparse {
+        fn writable(&mut self) -> Vec<(u64, u64)> {
+            self.maps.clone()
+        }
+        fn resident(&mut self, addr: u64) -> bool {
+            self.resident_pages.contains(&(addr >> 12))
+        }
+    }
+
+    #[test]
+    fn random_words_are_taken_from_resident_pages_only() {
+        // An 8 MiB untouched "stack" and a 1 MiB buffer of which 16 pages are in memory:
+        // ~0.2 % of the writable space is resident, and every armed word must be in it.
+        let stack = (0x7f00_0000_0000u64, 0x7f00_0080_0000u64);
+        let buf = (0x5500_0000_0000u64, 0x5500_0010_0000u64);
+        let resident_pages: HashSet<u64> = (0..16).map(|p| (buf.0 >> 12) + p * 8).collect();
+        let mut mem = Sparse {
+            maps: vec![stack, buf],
+            resident_pages: resident_pages.clone(),
+        };
+        let cfg = WatchConfig::default();
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 11);
+        let mut armed = Vec::new();
+        let mut t = t0;
+        for _ in 0..60 {
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(a)) = s.step(t, &mut mem) {
+                armed.extend(a);
+            }
+        }
+        assert!(armed.len() >= 10, "slots stay filled: {armed:x?}");
+        for w in &armed {
+            assert!(
+                resident_pages.contains(&(w >> 12)),
+                "{w:#x} is not resident"
+            );
+        }
+    }
+
+    #[test]
+    fn pagemap_tells_touched_pages_from_untouched_ones() {
+        // Our own process: a fresh 64 MiB anonymous allocation is not in memory until
+        // written; one page of it is written.
+        let mut v: Vec<u8> = Vec::with_capacity(64 << 20);
+        let base = v.as_mut_ptr() as u64;
+        // SAFETY: within the capacity; volatile so the write is not optimised away.
+        unsafe { std::ptr::write_volatile(v.as_mut_ptr(), 1) };
+        let mut mem = ProcAddressSpace::new(std::process::id() as i32);
+        let maps = mem.writable();
+        assert!(
+            maps.iter().any(|&(a, b)| base >= a && base < b),
+            "{maps:x?}"
+        );
+        assert!(mem.resident(base), "the written page is resident");
+        // Far enough away that a transparent huge page around the first one cannot cover it.
+        assert!(!mem.resident(base + (48 << 20)), "an untouched page is not");
+        drop(v);
     }
 
     #[test]
