@@ -2,7 +2,8 @@
 //!
 //! The ten EagerMap example matrices (nine NAS-MPI 32-task, SP-OMP 64-thread), each on a
 //! synthetic topology with exactly n PUs and 2 or 4 NUMA nodes, with two load vectors:
-//! the first quarter of the threads 4× heavier, and seeded log-normal loads.
+//! the first quarter of the threads 4× heavier, and seeded log-normal loads. The same again on
+//! 2n cores (half of them free), where the default may size the NUMA groups by load.
 //!
 //! Print the table: `cargo test -p cmlb-mapper --release --test quality -- --nocapture`
 
@@ -20,12 +21,17 @@ struct Row {
 }
 
 fn run(loads: &dyn Fn(usize) -> Vec<f64>, strategies: &[&str]) -> Vec<Row> {
+    run_on(loads, strategies, 1)
+}
+
+/// `spare` cores per thread: 1 = the threads fill the machine, 2 = half of the cores are free.
+fn run_on(loads: &dyn Fn(usize) -> Vec<f64>, strategies: &[&str], spare: u32) -> Vec<Row> {
     let mut rows = Vec::new();
     for (name, comm) in common::nas_matrices() {
         let n = comm.n();
         let load = loads(n);
         for numa in [2u32, 4] {
-            let topo: Topology = common::uniform(numa, 1, n as u32 / numa, 1);
+            let topo: Topology = common::uniform(numa, 1, spare * n as u32 / numa, 1);
             let input = MapInput {
                 comm: &comm,
                 load: &load,
@@ -150,6 +156,54 @@ fn lognormal_loads_default_never_less_balanced_than_eagermap() {
         assert!(
             d.std <= e.std,
             "{} on {} NUMA: {DEFAULT} Load_std {} > eagermap {}",
+            d.matrix,
+            d.numa,
+            d.std,
+            e.std
+        );
+    }
+}
+
+/// Half of the cores free (n threads on 2n cores, as memory-bound codes often run): the default
+/// may then size the NUMA groups by load, so a node of heavy threads holds fewer of them.
+#[test]
+fn spare_cores_let_the_default_match_eagermap_communication_balanced() {
+    let rows = run_on(&common::quarter_heavy, &SHOWN, 2);
+    print_table(
+        "NAS matrices on 2n cores, first quarter of threads 4x load",
+        &rows,
+        &SHOWN,
+    );
+    let rc = |s| total(&rows, s, |r| r.remote);
+    let sd = |s| total(&rows, s, |r| r.std);
+    assert!(
+        sd(DEFAULT) <= 0.05 * sd("eagermap"),
+        "{DEFAULT} Load_std {} vs eagermap {}",
+        sd(DEFAULT),
+        sd("eagermap")
+    );
+    assert!(
+        rc(DEFAULT) <= 1.15 * rc("eagermap"),
+        "{DEFAULT} RemoteComm {} vs eagermap {}",
+        rc(DEFAULT),
+        rc("eagermap")
+    );
+
+    let loads = |n| common::lognormal_loads(n, 42);
+    let rows = run_on(&loads, &SHOWN, 2);
+    print_table(
+        "NAS matrices on 2n cores, log-normal loads (sigma 1, seed 42)",
+        &rows,
+        &SHOWN,
+    );
+    for d in rows.iter().filter(|r| r.strategy == DEFAULT) {
+        let e = rows
+            .iter()
+            .find(|r| r.strategy == "eagermap" && r.matrix == d.matrix && r.numa == d.numa)
+            .unwrap();
+        assert!(
+            d.std <= e.std,
+            "{} on {} NUMA: {} > {}",
             d.matrix,
             d.numa,
             d.std,

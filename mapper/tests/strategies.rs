@@ -224,6 +224,29 @@ fn restricted_cpuset_is_respected() {
     }
 }
 
+/// Cores per NUMA node (a PU without a core parent counts as its own core).
+fn cores_per_numa(topo: &Topology) -> Vec<usize> {
+    topo.numa
+        .iter()
+        .map(|node| {
+            let mut cores: Vec<usize> = node
+                .pus
+                .iter()
+                .map(|&p| {
+                    let leaf = topo.pus[p].node;
+                    match topo.nodes[leaf].parent {
+                        Some(c) if topo.nodes[c].level == mapper::topology::Level::Core => c,
+                        _ => leaf,
+                    }
+                })
+                .collect();
+            cores.sort_unstable();
+            cores.dedup();
+            cores.len()
+        })
+        .collect()
+}
+
 fn arb_topology() -> impl Strategy<Value = Topology> {
     prop_oneof![
         (1u32..4, 1u32..3, 1u32..4, 1u32..3).prop_map(|(n, l, c, p)| common::uniform(n, l, c, p)),
@@ -266,7 +289,15 @@ proptest! {
                 // No PU gets more than its fair share: one thread if they fit, else ⌈n/P⌉.
                 prop_assert!(most <= n.div_ceil(p), "{} puts {} threads on one PU", s, most);
             }
-            if s.starts_with("cmlb") {
+            let cores = cores_per_numa(&topo);
+            let caps: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
+            if s == DEFAULT && n < p {
+                // Spare PUs: node sizes may follow the loads, but never more threads than the
+                // node's cores when there are spare cores, nor than its PUs.
+                let bound = if n < cores.iter().sum::<usize>() { &cores } else { &caps };
+                let got = per_numa(&topo, &a);
+                prop_assert!(got.iter().zip(bound).all(|(g, b)| g <= b), "{:?} {:?}", got, bound);
+            } else if s.starts_with("cmlb") {
                 let caps: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
                 let got = per_numa(&topo, &a);
                 for (g, c) in got.iter().zip(&caps) {
@@ -289,13 +320,15 @@ proptest! {
         // Every group stays within max(its deviation from its target after cmlb, 0.5 % of the
         // mean target), so imbalance(default)² ≤ imbalance(cmlb)² + tolerance², where
         // imbalance = RMS deviation of the NUMA loads from their capacity-proportional targets.
+        // The targets follow cmlb's node sizes (capacity-proportional), also when the default
+        // sizes the nodes by load on a machine with spare cores.
+        let mut count = vec![0usize; base.metrics.numa_load.len()];
+        for a in &base.assignment {
+            count[topo.numa_position(a.numa).unwrap()] += 1;
+        }
         let imbalance = |p: &mapper::Plan| {
             let n = p.assignment.len() as f64;
             let total: f64 = load.iter().sum();
-            let mut count = vec![0usize; p.metrics.numa_load.len()];
-            for a in &p.assignment {
-                count[topo.numa_position(a.numa).unwrap()] += 1;
-            }
             let devs: Vec<f64> = count.iter().zip(&p.metrics.numa_load)
                 .filter(|(c, _)| **c > 0)
                 .map(|(c, l)| (l - total * *c as f64 / n).powi(2))

@@ -17,14 +17,19 @@
 //! found with both candidate lists sorted by `D` and the search cut off as soon as `D_i + D_j`
 //! cannot beat the best gain found; swaps repeat until a sweep over all pairs finds none.
 //!
-//! Two starts are refined this way: (A) the CMLB groups, and (B) EagerMap's NUMA-level groups
-//! (communication-optimal, usually unbalanced) after a repair that moves load from the most
+//! Two starts are always refined this way: (A) the CMLB groups, and (B) EagerMap's NUMA-level
+//! groups (communication-optimal, usually unbalanced) after a repair that moves load from the most
 //! over- to the most under-loaded group with the swap costing the least communication per unit
 //! of imbalance removed. The result is chosen balance first: among the starts whose imbalance
 //! (RMS deviation of group loads from their targets; = Load_std for equal groups) is within
 //! `max(best imbalance, tolerance)`, the one with the lower RemoteComm.
 //!
-//! Limit, measured: on the NAS SP-OMP matrix (64 threads, first 16 carrying 4× load, 4 NUMA
+//! With spare cores (the threads do not fill the machine) a third start (C) is refined: NUMA
+//! groups sized by load instead of by count ([`load_sized_groups`], bounded per node by
+//! [`slack_bounds`]), where the refinement and the repair may also move single threads to a
+//! group with room. The balance rule is the same, and so is the choice between the starts.
+//!
+//! Limit, measured (threads filling the machine): on the NAS SP-OMP matrix (64 threads, first 16 carrying 4× load, 4 NUMA
 //! nodes) the exactly balanced optimum found by simulated annealing is RemoteComm 3.40e7
 //! (1.24× EagerMap's 2.74e7); this refinement reaches 3.40e7, so a lower RemoteComm there needs
 //! a looser balance, not a better search.
@@ -35,6 +40,7 @@ use super::eagermap::eagermap;
 use super::{MapInput, Strategy};
 use crate::error::Result;
 use crate::matrix::CommMatrix;
+use crate::topology::Level;
 
 /// Allowed deviation of a group's load from its target, relative to the mean group target.
 pub const LOAD_TOLERANCE: f64 = 0.005;
@@ -63,8 +69,10 @@ pub(crate) fn refined_groups(input: &MapInput, tolerance: f64) -> Vec<Vec<usize>
     let live = sizes.iter().filter(|&&s| s > 0).count().max(1);
     let delta = tolerance * t.iter().sum::<f64>() / live as f64;
 
+    let mut starts = Vec::new();
     let mut a = Partition::new(input.comm, input.load, &t, numa_groups(input));
     a.kl(delta);
+    starts.push(a);
 
     // EagerMap's NUMA-level partition, when its group sizes match the capacities.
     let em = eagermap(input.topology, input.comm, None);
@@ -75,27 +83,148 @@ pub(crate) fn refined_groups(input: &MapInput, tolerance: f64) -> Vec<Vec<usize>
             em_groups[k].push(thread);
         }
     }
-    if em_groups.iter().map(Vec::len).ne(sizes.iter().copied()) {
-        return a.groups;
+    if em_groups.iter().map(Vec::len).eq(sizes.iter().copied()) {
+        let mut b = Partition::new(input.comm, input.load, &t, em_groups);
+        b.repair(delta);
+        b.kl(delta);
+        starts.push(b);
     }
-    let mut b = Partition::new(input.comm, input.load, &t, em_groups);
-    b.repair(delta);
-    b.kl(delta);
 
-    // Balance first (within the tolerance of the better-balanced one), then communication.
-    let (sa, sb) = (a.imbalance(), b.imbalance());
-    let bound = sa.min(sb).max(delta) * (1.0 + 1e-9);
-    let (ra, rb) = (a.remote(), b.remote());
-    let pick_b = match (sa <= bound, sb <= bound) {
-        (true, true) => rb < ra,
-        (false, true) => true,
-        _ => false,
-    };
-    if pick_b {
-        b.groups
-    } else {
-        a.groups
+    // With spare cores, groups sized by load instead of by count.
+    if let Some(bounds) = slack_bounds(input) {
+        let groups = load_sized_groups(input.comm, input.load, &t, &bounds);
+        let mut c = Partition::new(input.comm, input.load, &t, groups);
+        c.bounds = Some(bounds);
+        c.repair(delta);
+        c.kl(delta);
+        starts.push(c);
     }
+
+    // Balance first (within the tolerance of the best-balanced one), then communication;
+    // ties go to the earlier start.
+    let best_balance = starts
+        .iter()
+        .map(Partition::imbalance)
+        .fold(f64::INFINITY, f64::min);
+    let bound = best_balance.max(delta) * (1.0 + 1e-9);
+    let mut pick = 0;
+    for (k, p) in starts.iter().enumerate() {
+        let ok = p.imbalance() <= bound;
+        let better = starts[pick].imbalance() > bound || p.remote() < starts[pick].remote();
+        if ok && better {
+            pick = k;
+        }
+    }
+    starts.swap_remove(pick).groups
+}
+
+/// Per-NUMA-node thread bounds when the job leaves cores free, else `None`. A node may then take
+/// more or fewer threads than its capacity share so that the *loads* balance: a memory-heavy
+/// thread gets a node mostly to itself, light ones fill up another. Bound = the node's cores when
+/// every thread fits on its own core (so no two threads share a core), else its PUs.
+pub(crate) fn slack_bounds(input: &MapInput) -> Option<Vec<usize>> {
+    let topo = input.topology;
+    let n = input.comm.n();
+    let cores: Vec<usize> = topo
+        .numa
+        .iter()
+        .map(|node| {
+            let mut seen = std::collections::HashSet::new();
+            for &p in &node.pus {
+                let leaf = topo.pus[p].node;
+                let key = match topo.nodes[leaf].parent {
+                    Some(c) if topo.nodes[c].level == Level::Core => c,
+                    _ => leaf,
+                };
+                seen.insert(key);
+            }
+            seen.len()
+        })
+        .collect();
+    let pus: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
+    let bounds = if n <= cores.iter().sum::<usize>() {
+        cores
+    } else {
+        pus
+    };
+    (bounds.iter().sum::<usize>() > n).then_some(bounds)
+}
+
+/// Greedy NUMA groups closed by load: each group (in node order) starts from the lowest-indexed
+/// free thread, grows by the free thread that communicates most with it, and closes when the
+/// next thread would take its load further from its share of the remaining load than stopping
+/// does, or at its bound. It always takes enough threads that the later groups can hold the
+/// rest; the last group takes the rest.
+pub(crate) fn load_sized_groups(
+    comm: &CommMatrix,
+    load: &[f64],
+    targets: &[f64],
+    bounds: &[usize],
+) -> Vec<Vec<usize>> {
+    let n = comm.n();
+    let ng = bounds.len();
+    let mut free = vec![true; n];
+    let mut left = n;
+    let mut left_load: f64 = load.iter().sum();
+    let mut groups = vec![Vec::new(); ng];
+    let mut conn = vec![0.0f64; n];
+    for k in 0..ng {
+        if left == 0 || bounds[k] == 0 {
+            continue;
+        }
+        let later_cap: usize = bounds[k + 1..].iter().sum();
+        let must = left.saturating_sub(later_cap);
+        let cap = bounds[k].min(left);
+        let later_target: f64 = targets[k..]
+            .iter()
+            .zip(&bounds[k..])
+            .filter(|(_, &b)| b > 0)
+            .map(|(t, _)| t)
+            .sum();
+        let target = if later_target > 0.0 {
+            left_load * targets[k] / later_target
+        } else {
+            left_load
+        };
+        conn.iter_mut().for_each(|c| *c = 0.0);
+        let mut gl = 0.0;
+        while groups[k].len() < cap {
+            let t = if groups[k].is_empty() {
+                free.iter().position(|&f| f)
+            } else {
+                // Most communication with the group; ties to the lowest index.
+                (0..n)
+                    .filter(|&t| free[t])
+                    .max_by(|&a, &b| conn[a].total_cmp(&conn[b]).then(b.cmp(&a)))
+            };
+            let Some(t) = t else { break };
+            let closer = (gl + load[t] - target).abs() < (gl - target).abs();
+            if groups[k].len() >= must.max(1) && !closer {
+                break;
+            }
+            free[t] = false;
+            left -= 1;
+            left_load -= load[t];
+            gl += load[t];
+            groups[k].push(t);
+            for (c, &v) in conn.iter_mut().zip(comm.row(t)) {
+                *c += v;
+            }
+        }
+    }
+    // Whatever is left (only when the last groups closed early) goes where there is room.
+    for t in (0..n).filter(|&t| free[t]) {
+        if let Some(k) = (0..ng).rev().find(|&k| groups[k].len() < bounds[k]) {
+            groups[k].push(t);
+        }
+    }
+    groups
+}
+
+/// One refinement step: swap `i ∈ g` with `j ∈ h`, or move a thread from one group to another.
+enum Step {
+    Swap(usize, usize),
+    Move(usize, usize, usize),
 }
 
 /// NUMA groups with the bookkeeping for O(1) swap gains: each thread's communication with every
@@ -110,6 +239,9 @@ struct Partition<'a> {
     conn: Vec<f64>,
     gload: Vec<f64>,
     total_comm: f64,
+    /// Per-group thread bounds when sizes may change (single-thread moves allowed); `None`
+    /// keeps every group's size (pair swaps only).
+    bounds: Option<Vec<usize>>,
 }
 
 impl<'a> Partition<'a> {
@@ -158,6 +290,7 @@ impl<'a> Partition<'a> {
             conn,
             gload,
             total_comm,
+            bounds: None,
         }
     }
 
@@ -173,10 +306,11 @@ impl<'a> Partition<'a> {
     }
 
     /// Root-mean-square deviation of the group loads from their targets: Load_std when the
-    /// groups have equal sizes, and what the targets ask for when capacities differ.
+    /// groups have equal sizes, and what the targets ask for when capacities differ. Nodes
+    /// with a target count even when a load-sized partition left them empty.
     fn imbalance(&self) -> f64 {
         let devs: Vec<f64> = (0..self.ng)
-            .filter(|&g| !self.groups[g].is_empty())
+            .filter(|&g| !self.groups[g].is_empty() || self.targets[g] > 0.0)
             .map(|g| (self.gload[g] - self.targets[g]).powi(2))
             .collect();
         (devs.iter().sum::<f64>() / devs.len().max(1) as f64).sqrt()
@@ -209,6 +343,31 @@ impl<'a> Partition<'a> {
         self.conn[j * ng + g] -= rj[j];
     }
 
+    /// Whether group `g` may take one more thread (only with bounds).
+    fn has_room(&self, g: usize) -> bool {
+        self.bounds
+            .as_ref()
+            .is_some_and(|b| self.groups[g].len() < b[g])
+    }
+
+    /// Move `i` from `g` to `h`.
+    fn move_to(&mut self, g: usize, h: usize, i: usize) {
+        let ng = self.ng;
+        let pi = self.groups[g].iter().position(|&x| x == i).expect("i in g");
+        self.groups[g].remove(pi);
+        self.groups[h].push(i);
+        self.gload[g] -= self.load[i];
+        self.gload[h] += self.load[i];
+        let ri = self.comm.row(i);
+        for (t, &a) in ri.iter().enumerate() {
+            self.conn[t * ng + g] -= a;
+            self.conn[t * ng + h] += a;
+        }
+        // i is no member of its own connection sums.
+        self.conn[i * ng + g] += ri[i];
+        self.conn[i * ng + h] -= ri[i];
+    }
+
     fn sorted_d(&self, from: usize, to: usize, out: &mut Vec<(f64, usize)>) {
         out.clear();
         out.extend(self.groups[from].iter().map(|&t| (self.d(t, from, to), t)));
@@ -229,9 +388,6 @@ impl<'a> Partition<'a> {
             let mut improved = false;
             for g in 0..self.ng {
                 for h in (g + 1)..self.ng {
-                    if self.groups[g].is_empty() || self.groups[h].is_empty() {
-                        continue;
-                    }
                     loop {
                         if budget == 0 {
                             return;
@@ -242,10 +398,34 @@ impl<'a> Partition<'a> {
                         let (lg, lh) = (self.gload[g], self.gload[h]);
                         let allow_g = (lg - tg).abs().max(delta) + tiny;
                         let allow_h = (lh - th).abs().max(delta) + tiny;
+                        // `shift` = load leaving g for h.
+                        let fits = |shift: f64| {
+                            (lg - shift - tg).abs() <= allow_g && (lh + shift - th).abs() <= allow_h
+                        };
                         let mut best = min_gain;
                         let mut pick = None;
+                        // Single moves, where a group has room (load-sized partitions only).
+                        if self.has_room(h) {
+                            for &(a, i) in da.iter().take_while(|&&(a, _)| a > best) {
+                                if fits(self.load[i]) {
+                                    best = a;
+                                    pick = Some(Step::Move(g, h, i));
+                                    break;
+                                }
+                            }
+                        }
+                        if self.has_room(g) {
+                            for &(b, j) in db.iter().take_while(|&&(b, _)| b > best) {
+                                if fits(-self.load[j]) {
+                                    best = b;
+                                    pick = Some(Step::Move(h, g, j));
+                                    break;
+                                }
+                            }
+                        }
+                        let top_b = db.first().map_or(f64::NEG_INFINITY, |x| x.0);
                         for &(a, i) in &da {
-                            if a + db[0].0 <= best {
+                            if a + top_b <= best {
                                 break;
                             }
                             let row_i = self.comm.row(i);
@@ -253,23 +433,23 @@ impl<'a> Partition<'a> {
                                 if a + b <= best {
                                     break;
                                 }
-                                let shift = self.load[i] - self.load[j];
-                                if (lg - shift - tg).abs() > allow_g
-                                    || (lh + shift - th).abs() > allow_h
-                                {
+                                if !fits(self.load[i] - self.load[j]) {
                                     continue;
                                 }
                                 let gain = a + b - 2.0 * row_i[j];
                                 if gain > best {
                                     best = gain;
-                                    pick = Some((i, j));
+                                    pick = Some(Step::Swap(i, j));
                                 }
                             }
                         }
-                        let Some((i, j)) = pick else { break };
+                        let Some(step) = pick else { break };
                         budget -= 1;
                         improved = true;
-                        self.swap(g, h, i, j);
+                        match step {
+                            Step::Swap(i, j) => self.swap(g, h, i, j),
+                            Step::Move(from, to, i) => self.move_to(from, to, i),
+                        }
                     }
                 }
             }
@@ -287,7 +467,8 @@ impl<'a> Partition<'a> {
         let tiny = 1e-12 * (self.targets.iter().sum::<f64>() + 1.0);
         for _ in 0..(2 * n + 8) {
             let dev = |g: usize| self.gload[g] - self.targets[g];
-            let live = (0..self.ng).filter(|&g| !self.groups[g].is_empty());
+            let live =
+                (0..self.ng).filter(|&g| !self.groups[g].is_empty() || self.targets[g] > 0.0);
             let g = live
                 .clone()
                 .max_by(|&a, &b| dev(a).total_cmp(&dev(b)).then(b.cmp(&a)));
@@ -298,10 +479,23 @@ impl<'a> Partition<'a> {
                 return;
             }
             let before = dg.abs() + dh.abs();
-            let mut best: Option<(f64, f64, usize, usize)> = None; // (score, reduction, i, j)
+            // (score, reduction, i, j); j = None moves i from g to h.
+            let mut best: Option<(f64, f64, usize, Option<usize>)> = None;
+            let room = self.has_room(h);
             for &i in &self.groups[g] {
                 let di = self.d(i, g, h);
                 let row_i = self.comm.row(i);
+                if room {
+                    let shift = self.load[i];
+                    let reduction = before - (dg - shift).abs() - (dh + shift).abs();
+                    let score = di / reduction;
+                    if reduction > tiny
+                        && best
+                            .is_none_or(|(s, r, _, _)| score > s || (score == s && reduction > r))
+                    {
+                        best = Some((score, reduction, i, None));
+                    }
+                }
                 for &j in &self.groups[h] {
                     let shift = self.load[i] - self.load[j];
                     let reduction = before - (dg - shift).abs() - (dh + shift).abs();
@@ -311,12 +505,15 @@ impl<'a> Partition<'a> {
                     let gain = di + self.d(j, h, g) - 2.0 * row_i[j];
                     let score = gain / reduction;
                     if best.is_none_or(|(s, r, _, _)| score > s || (score == s && reduction > r)) {
-                        best = Some((score, reduction, i, j));
+                        best = Some((score, reduction, i, Some(j)));
                     }
                 }
             }
-            let Some((_, _, i, j)) = best else { return };
-            self.swap(g, h, i, j);
+            match best {
+                Some((_, _, i, Some(j))) => self.swap(g, h, i, j),
+                Some((_, _, i, None)) => self.move_to(g, h, i),
+                None => return,
+            }
         }
     }
 }
@@ -371,6 +568,85 @@ mod tests {
         refine(&m, &load, &mut groups, &[2.0, 2.0], LOAD_TOLERANCE);
         assert_eq!(cut(&m, &groups), 0.0);
         assert_eq!(groups, vec![vec![3, 2], vec![1, 0]]); // 0<->3 is the first best swap
+    }
+
+    /// A chain 0-1-2-…-(n-1) with unit weights.
+    fn chain(n: usize) -> CommMatrix {
+        let mut m = CommMatrix::zeros(n);
+        for i in 1..n {
+            m.add_sym(i - 1, i, 1.0);
+        }
+        m
+    }
+
+    #[test]
+    fn spare_cores_let_group_sizes_follow_the_loads() {
+        // Two heavy threads carry as much as the eight light ones. On 2 nodes × 10 cores the
+        // load-sized groups {0,1} and {2..9} cut the chain once with exact balance; with
+        // fixed sizes (5 + 5) every balanced split cuts it at least twice.
+        let m = chain(10);
+        let load = [4.0, 4.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let groups = load_sized_groups(&m, &load, &[8.0, 8.0], &[10, 10]);
+        assert_eq!(groups, vec![vec![0, 1], (2..10).collect::<Vec<_>>()]);
+
+        let spare = crate::strategy::qap::tests::topo(1, 2, 10, 1);
+        let input = MapInput {
+            comm: &m,
+            load: &load,
+            topology: &spare,
+            seed: 0,
+        };
+        assert_eq!(slack_bounds(&input), Some(vec![10, 10]));
+        let g = refined_groups(&input, LOAD_TOLERANCE);
+        assert_eq!(cut(&m, &g), 1.0, "{g:?}");
+        let loads: Vec<f64> = g.iter().map(|m| m.iter().map(|&t| load[t]).sum()).collect();
+        assert_eq!(loads, vec![8.0, 8.0]);
+
+        // The threads fill the machine: sizes stay 5 + 5, balance still exact, two cuts.
+        let full = crate::strategy::qap::tests::topo(1, 2, 5, 1);
+        let input = MapInput {
+            topology: &full,
+            ..input
+        };
+        assert_eq!(slack_bounds(&input), None);
+        let g = refined_groups(&input, LOAD_TOLERANCE);
+        assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 5]);
+        assert_eq!(cut(&m, &g), 2.0, "{g:?}");
+    }
+
+    #[test]
+    fn load_sized_groups_respect_bounds_and_leave_room_for_the_rest() {
+        // Group 0 would like only thread 0 (load 9 of 12), but group 1 holds 2 threads, so
+        // group 0 must take 2 of the 4.
+        let m = chain(4);
+        let load = [9.0, 1.0, 1.0, 1.0];
+        let g = load_sized_groups(&m, &load, &[6.0, 6.0], &[3, 2]);
+        assert_eq!(g, vec![vec![0, 1], vec![2, 3]]);
+        // Bounds are never exceeded, every thread is placed once.
+        let g = load_sized_groups(&m, &[1.0; 4], &[2.0, 2.0], &[1, 3]);
+        assert_eq!(g, vec![vec![0], vec![1, 2, 3]]);
+    }
+
+    #[test]
+    fn moves_need_room_and_keep_the_balance() {
+        // Thread 2 (load 0) talks only to thread 0; with room in group 0 it moves there, which
+        // beats the swap 0 <-> 1 and leaves the loads as they were.
+        let mut m = CommMatrix::zeros(4);
+        m.add_sym(0, 2, 5.0);
+        m.add_sym(1, 3, 1.0);
+        let load = [1.0, 1.0, 0.0, 1.0];
+        let t = [1.5, 1.5];
+        let mut p = Partition::new(&m, &load, &t, vec![vec![0], vec![1, 2, 3]]);
+        p.kl(0.0);
+        // Without bounds only the equal-load swap 0 <-> 1 is possible: sizes stay 1 + 3.
+        assert_eq!(p.groups, vec![vec![1], vec![0, 2, 3]]);
+        assert_eq!(p.remote(), 1.0);
+        let mut p = Partition::new(&m, &load, &t, vec![vec![0], vec![1, 2, 3]]);
+        p.bounds = Some(vec![3, 3]);
+        p.kl(0.0);
+        assert_eq!(p.groups, vec![vec![0, 2], vec![1, 3]]);
+        assert_eq!(p.remote(), 0.0);
+        assert_eq!(p.gload, vec![1.0, 2.0]);
     }
 
     #[test]
