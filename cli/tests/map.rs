@@ -98,6 +98,59 @@ fn json_plan_for_the_sp_omp_matrix() {
 }
 
 #[test]
+fn spare_cores_let_the_default_size_nodes_by_load() {
+    // SP-OMP (a chain of 64 threads), the first 16 carrying 4x the memory load, on 4 NUMA nodes
+    // of 32 cores: the default balances the *loads* (28 per node) with unequal thread counts,
+    // one thread per core, and communicates less than EagerMap, which leaves one node at 64.
+    let dir = tempfile::tempdir().unwrap();
+    let load: String = (0..64)
+        .map(|t| if t < 16 { "4\n" } else { "1\n" })
+        .collect();
+    let load = write(dir.path(), "load.csv", &load);
+    let plan = |strategy: &str| -> Value {
+        let out = ok(&[
+            "map",
+            "--comm",
+            SP_OMP,
+            "--comm-format",
+            "eagermap",
+            "--load",
+            s(&load),
+            "--topology",
+            "numa:4 core:32 pu:1",
+            "--strategy",
+            strategy,
+            "--format",
+            "json",
+        ]);
+        serde_json::from_str(&out).expect("one JSON object")
+    };
+    let d = plan(mapper::strategy::DEFAULT);
+    let e = plan("eagermap");
+    assert_eq!(
+        d["metrics"]["numa_load"],
+        serde_json::json!([28.0, 28.0, 28.0, 28.0])
+    );
+    assert_eq!(
+        e["metrics"]["numa_load"],
+        serde_json::json!([64.0, 16.0, 16.0, 16.0])
+    );
+    let mut per_node = [0usize; 4];
+    let mut cores = std::collections::BTreeSet::new();
+    for a in d["assignment"].as_array().unwrap() {
+        per_node[a["numa"].as_u64().unwrap() as usize] += 1;
+        assert!(
+            cores.insert(a["core"].as_u64().unwrap()),
+            "core shared: {a}"
+        );
+    }
+    assert_ne!(per_node, [16; 4], "sizes follow the loads");
+    assert!(per_node.iter().all(|&c| c <= 32), "{per_node:?}");
+    let rc = |v: &Value| v["metrics"]["remote_comm"].as_f64().unwrap();
+    assert!(rc(&d) < rc(&e), "{} vs eagermap {}", rc(&d), rc(&e));
+}
+
+#[test]
 fn default_strategy_table_output() {
     let out = ok(&[
         "map",
