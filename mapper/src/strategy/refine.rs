@@ -54,7 +54,8 @@ impl Strategy for CmlbRefine {
     }
     fn describe(&self) -> &'static str {
         "default: cmlb grouping, then KL-style pair swaps between NUMA groups that lower \
-         RemoteComm while every group stays within 0.5% of its load target (or no worse)"
+         RemoteComm while every group stays within 0.5% of its load target (or no worse); \
+         with spare cores node sizes may follow the loads"
     }
     fn map(&self, input: &MapInput) -> Result<Option<Vec<usize>>> {
         let groups = refined_groups(input, LOAD_TOLERANCE);
