@@ -148,6 +148,16 @@ fn spare_cores_let_the_default_size_nodes_by_load() {
     assert!(per_node.iter().all(|&c| c <= 32), "{per_node:?}");
     let rc = |v: &Value| v["metrics"]["remote_comm"].as_f64().unwrap();
     assert!(rc(&d) < rc(&e), "{} vs eagermap {}", rc(&d), rc(&e));
+
+    // spare=count keeps capacity-proportional sizes (16 per node), still balanced.
+    let c = plan("cmlb-refine:spare=count");
+    let mut per_node = [0usize; 4];
+    for a in c["assignment"].as_array().unwrap() {
+        per_node[a["numa"].as_u64().unwrap() as usize] += 1;
+    }
+    assert_eq!(per_node, [16; 4]);
+    assert_eq!(c["metrics"]["load_std"].as_f64(), Some(0.0));
+    assert!(rc(&c) > rc(&d), "load-sized nodes communicate less here");
 }
 
 #[test]

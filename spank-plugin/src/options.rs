@@ -281,6 +281,10 @@ mod tests {
         assert_eq!(parse_map("apply").unwrap().time, DEFAULT_PRERUN_SECS);
         assert!(!parse_map("profile").unwrap().time_set);
         assert!(parse_map("profile:time=1").unwrap().time_set);
+        // A strategy with one parameter of its own.
+        let o = parse_map("apply:strategy=cmlb-refine:spare=count,verbose").unwrap();
+        assert_eq!(o.strategy.as_deref(), Some("cmlb-refine:spare=count"));
+        assert!(o.verbose);
     }
 
     #[test]

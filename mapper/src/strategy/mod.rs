@@ -170,7 +170,7 @@ impl Params {
 /// Every strategy, in the order `--compare` prints them.
 pub fn all() -> Vec<Box<dyn Strategy>> {
     vec![
-        Box::new(refine::CmlbRefine),
+        Box::new(refine::CmlbRefine::default()),
         Box::new(cmlb::Cmlb),
         Box::new(eagermap::EagerMap),
         Box::new(eagermap::EagerMapLb),

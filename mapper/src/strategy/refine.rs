@@ -37,7 +37,7 @@
 use super::cmlb::{numa_groups, numa_sizes, targets};
 use super::common::place_numa_groups;
 use super::eagermap::eagermap;
-use super::{MapInput, Strategy};
+use super::{MapInput, Params, Strategy};
 use crate::error::Result;
 use crate::matrix::CommMatrix;
 use crate::topology::Level;
@@ -45,8 +45,26 @@ use crate::topology::Level;
 /// Allowed deviation of a group's load from its target, relative to the mean group target.
 pub const LOAD_TOLERANCE: f64 = 0.005;
 
-/// CMLB + pair-exchange refinement.
-pub struct CmlbRefine;
+/// CMLB + pair-exchange refinement. Parameters (`cmlb-refine:tolerance=1,spare=count`):
+/// `tolerance` = allowed deviation from the load targets in % of the mean target (default 0.5),
+/// `spare` = `load` (default: with spare cores node sizes may follow the loads) or `count`
+/// (node sizes always proportional to capacity).
+#[derive(Debug, Clone, Copy)]
+pub struct CmlbRefine {
+    tolerance: f64,
+    load_sized: bool,
+}
+
+impl Default for CmlbRefine {
+    fn default() -> Self {
+        CmlbRefine {
+            tolerance: LOAD_TOLERANCE,
+            load_sized: true,
+        }
+    }
+}
+
+const KEYS: &[&str] = &["tolerance", "spare"];
 
 impl Strategy for CmlbRefine {
     fn name(&self) -> &'static str {
@@ -55,16 +73,38 @@ impl Strategy for CmlbRefine {
     fn describe(&self) -> &'static str {
         "default: cmlb grouping, then KL-style pair swaps between NUMA groups that lower \
          RemoteComm while every group stays within 0.5% of its load target (or no worse); \
-         with spare cores node sizes may follow the loads"
+         with spare cores node sizes may follow the loads (params: tolerance=0.5 (%), \
+         spare=load|count)"
+    }
+    fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
+        let mut s = *self;
+        if let Some(pct) = p.take_f64("tolerance")? {
+            if pct > 100.0 {
+                return Err(crate::error::MapError::Strategy(format!(
+                    "'cmlb-refine': parameter tolerance={pct} is invalid: expected a \
+                     percentage of the mean node load target, 0..=100"
+                )));
+            }
+            s.tolerance = pct / 100.0;
+        }
+        if let Some(spare) = p.take_choice("spare", &["load", "count"])? {
+            s.load_sized = spare == "load";
+        }
+        p.finish(KEYS)?;
+        Ok(Box::new(s))
     }
     fn map(&self, input: &MapInput) -> Result<Option<Vec<usize>>> {
-        let groups = refined_groups(input, LOAD_TOLERANCE);
+        let groups = refined_groups(input, self.tolerance, self.load_sized);
         Ok(Some(place_numa_groups(input.topology, input.comm, &groups)))
     }
 }
 
-/// The NUMA groups of `cmlb-refine`: the better of two refined starts (module docs).
-pub(crate) fn refined_groups(input: &MapInput, tolerance: f64) -> Vec<Vec<usize>> {
+/// The NUMA groups of `cmlb-refine`: the best of the refined starts (module docs).
+pub(crate) fn refined_groups(
+    input: &MapInput,
+    tolerance: f64,
+    load_sized: bool,
+) -> Vec<Vec<usize>> {
     let sizes = numa_sizes(input);
     let t = targets(input.load, &sizes);
     let live = sizes.iter().filter(|&&s| s > 0).count().max(1);
@@ -92,7 +132,7 @@ pub(crate) fn refined_groups(input: &MapInput, tolerance: f64) -> Vec<Vec<usize>
     }
 
     // With spare cores, groups sized by load instead of by count.
-    if let Some(bounds) = slack_bounds(input) {
+    if let Some(bounds) = slack_bounds(input).filter(|_| load_sized) {
         let groups = load_sized_groups(input.comm, input.load, &t, &bounds);
         let mut c = Partition::new(input.comm, input.load, &t, groups);
         c.bounds = Some(bounds);
@@ -598,7 +638,7 @@ mod tests {
             seed: 0,
         };
         assert_eq!(slack_bounds(&input), Some(vec![10, 10]));
-        let g = refined_groups(&input, LOAD_TOLERANCE);
+        let g = refined_groups(&input, LOAD_TOLERANCE, true);
         assert_eq!(cut(&m, &g), 1.0, "{g:?}");
         let loads: Vec<f64> = g.iter().map(|m| m.iter().map(|&t| load[t]).sum()).collect();
         assert_eq!(loads, vec![8.0, 8.0]);
@@ -610,9 +650,37 @@ mod tests {
             ..input
         };
         assert_eq!(slack_bounds(&input), None);
-        let g = refined_groups(&input, LOAD_TOLERANCE);
+        let g = refined_groups(&input, LOAD_TOLERANCE, true);
         assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 5]);
         assert_eq!(cut(&m, &g), 2.0, "{g:?}");
+    }
+
+    #[test]
+    fn parameters_select_tolerance_and_spare_sizing() {
+        let s = crate::strategy::by_name("cmlb-refine:tolerance=2,spare=count").unwrap();
+        let m = chain(10);
+        let load = [4.0, 4.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let spare = crate::strategy::qap::tests::topo(1, 2, 10, 1);
+        let input = MapInput {
+            comm: &m,
+            load: &load,
+            topology: &spare,
+            seed: 0,
+        };
+        let pus = s.map(&input).unwrap().unwrap();
+        let on0 = pus
+            .iter()
+            .filter(|&&p| spare.pus[p].numa == spare.numa[0].os_index);
+        assert_eq!(on0.count(), 5, "spare=count: capacity-proportional sizes");
+        for bad in [
+            "cmlb-refine:tolerance=101",
+            "cmlb-refine:tolerance=-1",
+            "cmlb-refine:spare=some",
+            "cmlb-refine:tol=1",
+        ] {
+            let e = crate::strategy::by_name(bad).err().expect(bad).to_string();
+            assert!(e.contains("cmlb-refine"), "{bad}: {e}");
+        }
     }
 
     #[test]
