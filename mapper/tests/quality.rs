@@ -148,6 +148,11 @@ fn lognormal_loads_default_never_less_balanced_than_eagermap() {
         &rows,
         &SHOWN,
     );
+    assert_default_never_less_balanced_than_eagermap(&rows);
+}
+
+/// Per case (matrix × NUMA count), not only summed.
+fn assert_default_never_less_balanced_than_eagermap(rows: &[Row]) {
     for d in rows.iter().filter(|r| r.strategy == DEFAULT) {
         let e = rows
             .iter()
@@ -196,18 +201,5 @@ fn spare_cores_let_the_default_match_eagermap_communication_balanced() {
         &rows,
         &SHOWN,
     );
-    for d in rows.iter().filter(|r| r.strategy == DEFAULT) {
-        let e = rows
-            .iter()
-            .find(|r| r.strategy == "eagermap" && r.matrix == d.matrix && r.numa == d.numa)
-            .unwrap();
-        assert!(
-            d.std <= e.std,
-            "{} on {} NUMA: {} > {}",
-            d.matrix,
-            d.numa,
-            d.std,
-            e.std
-        );
-    }
+    assert_default_never_less_balanced_than_eagermap(&rows);
 }
