@@ -526,27 +526,21 @@ impl<'a> Partition<'a> {
             for &i in &self.groups[g] {
                 let di = self.d(i, g, h);
                 let row_i = self.comm.row(i);
-                if room {
-                    let shift = self.load[i];
-                    let reduction = before - (dg - shift).abs() - (dh + shift).abs();
-                    let score = di / reduction;
-                    if reduction > tiny
-                        && best
-                            .is_none_or(|(s, r, _, _)| score > s || (score == s && reduction > r))
-                    {
-                        best = Some((score, reduction, i, None));
-                    }
-                }
-                for &j in &self.groups[h] {
-                    let shift = self.load[i] - self.load[j];
+                // Partners: nobody (a move, when h has room), or any j of h (a swap).
+                let partners = room.then_some(None);
+                for j in partners
+                    .into_iter()
+                    .chain(self.groups[h].iter().map(|&j| Some(j)))
+                {
+                    let shift = self.load[i] - j.map_or(0.0, |j| self.load[j]);
                     let reduction = before - (dg - shift).abs() - (dh + shift).abs();
                     if reduction <= tiny {
                         continue;
                     }
-                    let gain = di + self.d(j, h, g) - 2.0 * row_i[j];
+                    let gain = di + j.map_or(0.0, |j| self.d(j, h, g) - 2.0 * row_i[j]);
                     let score = gain / reduction;
                     if best.is_none_or(|(s, r, _, _)| score > s || (score == s && reduction > r)) {
-                        best = Some((score, reduction, i, Some(j)));
+                        best = Some((score, reduction, i, j));
                     }
                 }
             }
