@@ -402,6 +402,25 @@ impl Topology {
             .filter(|s| !s.children.is_empty())
     }
 
+    /// Cores of NUMA node `k` (index into [`Self::numa`]) inside the restriction; a PU without
+    /// a core above it counts as its own core.
+    pub fn numa_cores(&self, k: usize) -> usize {
+        let mut cores: Vec<usize> = self.numa[k]
+            .pus
+            .iter()
+            .map(|&p| {
+                let leaf = self.pus[p].node;
+                match self.nodes[leaf].parent {
+                    Some(c) if self.nodes[c].level == Level::Core => c,
+                    _ => leaf,
+                }
+            })
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        cores.len()
+    }
+
     /// Number of tree nodes at `level`.
     pub fn count(&self, level: Level) -> usize {
         self.nodes.iter().filter(|n| n.level == level).count()

@@ -224,29 +224,6 @@ fn restricted_cpuset_is_respected() {
     }
 }
 
-/// Cores per NUMA node (a PU without a core parent counts as its own core).
-fn cores_per_numa(topo: &Topology) -> Vec<usize> {
-    topo.numa
-        .iter()
-        .map(|node| {
-            let mut cores: Vec<usize> = node
-                .pus
-                .iter()
-                .map(|&p| {
-                    let leaf = topo.pus[p].node;
-                    match topo.nodes[leaf].parent {
-                        Some(c) if topo.nodes[c].level == mapper::topology::Level::Core => c,
-                        _ => leaf,
-                    }
-                })
-                .collect();
-            cores.sort_unstable();
-            cores.dedup();
-            cores.len()
-        })
-        .collect()
-}
-
 fn arb_topology() -> impl Strategy<Value = Topology> {
     prop_oneof![
         (1u32..4, 1u32..3, 1u32..4, 1u32..3).prop_map(|(n, l, c, p)| common::uniform(n, l, c, p)),
@@ -289,7 +266,7 @@ proptest! {
                 // No PU gets more than its fair share: one thread if they fit, else ⌈n/P⌉.
                 prop_assert!(most <= n.div_ceil(p), "{} puts {} threads on one PU", s, most);
             }
-            let cores = cores_per_numa(&topo);
+            let cores: Vec<usize> = (0..topo.numa.len()).map(|k| topo.numa_cores(k)).collect();
             let caps: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
             if s == DEFAULT && n < p {
                 // Spare PUs: node sizes may follow the loads, but never more threads than the

@@ -230,6 +230,13 @@ fn restrict_to_an_uneven_cpuset() {
     assert_eq!(os, vec![0, 1, 2, 3, 24, 25, 30]);
     // Core 15 keeps only PU 30; its sibling 31 is gone.
     assert!(r.summary().contains("core P#15: PU 30"), "{}", r.summary());
+    // Cores per NUMA node count what the cpuset left: PUs 0-3 are 2 cores, 24-25 and 30 too.
+    assert_eq!(
+        (r.numa_cores(0), r.numa_cores(1)),
+        (2, 2),
+        "{}",
+        r.summary()
+    );
     assert!(r.summary_line().contains("restricted to 0-3,24-25,30"));
     assert!(r
         .summary_line()

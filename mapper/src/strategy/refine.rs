@@ -40,7 +40,6 @@ use super::eagermap::eagermap;
 use super::{MapInput, Params, Strategy};
 use crate::error::Result;
 use crate::matrix::CommMatrix;
-use crate::topology::Level;
 
 /// Allowed deviation of a group's load from its target, relative to the mean group target.
 pub const LOAD_TOLERANCE: f64 = 0.005;
@@ -143,19 +142,14 @@ pub(crate) fn refined_groups(
 
     // Balance first (within the tolerance of the best-balanced one), then communication;
     // ties go to the earlier start.
-    let best_balance = starts
-        .iter()
-        .map(Partition::imbalance)
-        .fold(f64::INFINITY, f64::min);
+    let scores: Vec<(f64, f64)> = starts.iter().map(|p| (p.imbalance(), p.remote())).collect();
+    let best_balance = scores.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
     let bound = best_balance.max(delta) * (1.0 + 1e-9);
-    let mut pick = 0;
-    for (k, p) in starts.iter().enumerate() {
-        let ok = p.imbalance() <= bound;
-        let better = starts[pick].imbalance() > bound || p.remote() < starts[pick].remote();
-        if ok && better {
-            pick = k;
-        }
-    }
+    // min_by keeps the first of equal minima: ties go to the earlier start.
+    let pick = (0..starts.len())
+        .filter(|&k| scores[k].0 <= bound)
+        .min_by(|&a, &b| scores[a].1.total_cmp(&scores[b].1))
+        .unwrap_or(0);
     starts.swap_remove(pick).groups
 }
 
@@ -166,22 +160,7 @@ pub(crate) fn refined_groups(
 pub(crate) fn slack_bounds(input: &MapInput) -> Option<Vec<usize>> {
     let topo = input.topology;
     let n = input.comm.n();
-    let cores: Vec<usize> = topo
-        .numa
-        .iter()
-        .map(|node| {
-            let mut seen = std::collections::HashSet::new();
-            for &p in &node.pus {
-                let leaf = topo.pus[p].node;
-                let key = match topo.nodes[leaf].parent {
-                    Some(c) if topo.nodes[c].level == Level::Core => c,
-                    _ => leaf,
-                };
-                seen.insert(key);
-            }
-            seen.len()
-        })
-        .collect();
+    let cores: Vec<usize> = (0..topo.numa.len()).map(|k| topo.numa_cores(k)).collect();
     let pus: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
     let bounds = if n <= cores.iter().sum::<usize>() {
         cores
@@ -446,22 +425,18 @@ impl<'a> Partition<'a> {
                         let mut best = min_gain;
                         let mut pick = None;
                         // Single moves, where a group has room (load-sized partitions only).
-                        if self.has_room(h) {
-                            for &(a, i) in da.iter().take_while(|&&(a, _)| a > best) {
-                                if fits(self.load[i]) {
-                                    best = a;
-                                    pick = Some(Step::Move(g, h, i));
-                                    break;
-                                }
+                        // (from, to, candidates by gain, sign of the load shift from g to h)
+                        for (from, to, cands, sign) in [(g, h, &da, 1.0), (h, g, &db, -1.0)] {
+                            if !self.has_room(to) {
+                                continue;
                             }
-                        }
-                        if self.has_room(g) {
-                            for &(b, j) in db.iter().take_while(|&&(b, _)| b > best) {
-                                if fits(-self.load[j]) {
-                                    best = b;
-                                    pick = Some(Step::Move(h, g, j));
-                                    break;
-                                }
+                            let first_fit = cands
+                                .iter()
+                                .take_while(|&&(d, _)| d > best)
+                                .find(|&&(_, i)| fits(sign * self.load[i]));
+                            if let Some(&(d, i)) = first_fit {
+                                best = d;
+                                pick = Some(Step::Move(from, to, i));
                             }
                         }
                         let top_b = db.first().map_or(f64::NEG_INFINITY, |x| x.0);
