@@ -101,6 +101,17 @@ fn print_table(title: &str, rows: &[Row], strategies: &[&str]) {
     println!();
 }
 
+/// Summed Load_std of `strategy` at most 5 % of EagerMap's (the balance bar).
+fn assert_load_std_within_5_percent_of_eagermap(rows: &[Row], strategy: &str) {
+    let sd = |s| total(rows, s, |r| r.std);
+    assert!(
+        sd(strategy) <= 0.05 * sd("eagermap"),
+        "{strategy} Load_std {} vs eagermap {}",
+        sd(strategy),
+        sd("eagermap")
+    );
+}
+
 const SHOWN: [&str; 4] = ["eagermap", "eagermap-lb", "cmlb", DEFAULT];
 
 #[test]
@@ -112,14 +123,8 @@ fn quarter_heavy_loads_meet_the_quality_bar() {
         &SHOWN,
     );
     let rc = |s| total(&rows, s, |r| r.remote);
-    let sd = |s| total(&rows, s, |r| r.std);
     // The faithful thesis grouping: balanced, at a communication cost.
-    assert!(
-        sd("cmlb") <= 0.05 * sd("eagermap"),
-        "cmlb Load_std {} vs eagermap {}",
-        sd("cmlb"),
-        sd("eagermap")
-    );
+    assert_load_std_within_5_percent_of_eagermap(&rows, "cmlb");
     assert!(
         rc("cmlb") > rc("eagermap"),
         "cmlb RemoteComm {} vs eagermap {}",
@@ -127,12 +132,7 @@ fn quarter_heavy_loads_meet_the_quality_bar() {
         rc("eagermap")
     );
     // The default: balanced and close to EagerMap's communication.
-    assert!(
-        sd(DEFAULT) <= 0.05 * sd("eagermap"),
-        "{DEFAULT} Load_std {} vs eagermap {}",
-        sd(DEFAULT),
-        sd("eagermap")
-    );
+    assert_load_std_within_5_percent_of_eagermap(&rows, DEFAULT);
     assert!(
         rc(DEFAULT) < rc("cmlb"),
         "{DEFAULT} must beat the faithful cmlb"
@@ -180,13 +180,7 @@ fn spare_cores_let_the_default_match_eagermap_communication_balanced() {
         &SHOWN,
     );
     let rc = |s| total(&rows, s, |r| r.remote);
-    let sd = |s| total(&rows, s, |r| r.std);
-    assert!(
-        sd(DEFAULT) <= 0.05 * sd("eagermap"),
-        "{DEFAULT} Load_std {} vs eagermap {}",
-        sd(DEFAULT),
-        sd("eagermap")
-    );
+    assert_load_std_within_5_percent_of_eagermap(&rows, DEFAULT);
     assert!(
         rc(DEFAULT) <= 1.15 * rc("eagermap"),
         "{DEFAULT} RemoteComm {} vs eagermap {}",
