@@ -641,14 +641,14 @@ mod tests {
             .iter()
             .filter(|&&p| spare.pus[p].numa == spare.numa[0].os_index);
         assert_eq!(on0.count(), 5, "spare=count: capacity-proportional sizes");
-        for bad in [
-            "cmlb-refine:tolerance=101",
-            "cmlb-refine:tolerance=-1",
-            "cmlb-refine:spare=some",
-            "cmlb-refine:tol=1",
+        for (bad, names) in [
+            ("cmlb-refine:tolerance=101", "tolerance=101"),
+            ("cmlb-refine:tolerance=-1", "tolerance=-1"),
+            ("cmlb-refine:spare=some", "load, count"),
+            ("cmlb-refine:tol=1", "'tol'"),
         ] {
             let e = crate::strategy::by_name(bad).err().expect(bad).to_string();
-            assert!(e.contains("cmlb-refine"), "{bad}: {e}");
+            assert!(e.contains("cmlb-refine") && e.contains(names), "{bad}: {e}");
         }
     }
 
