@@ -549,6 +549,7 @@ pub(crate) fn refine(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Topology;
 
     fn cut(comm: &CommMatrix, groups: &[Vec<usize>]) -> f64 {
         let mut g_of = vec![0; comm.n()];
@@ -582,6 +583,15 @@ mod tests {
         assert_eq!(groups, vec![vec![3, 2], vec![1, 0]]); // 0<->3 is the first best swap
     }
 
+    fn input<'a>(comm: &'a CommMatrix, load: &'a [f64], topology: &'a Topology) -> MapInput<'a> {
+        MapInput {
+            comm,
+            load,
+            topology,
+            seed: 0,
+        }
+    }
+
     /// A chain 0-1-2-…-(n-1) with unit weights.
     fn chain(n: usize) -> CommMatrix {
         let mut m = CommMatrix::zeros(n);
@@ -602,12 +612,7 @@ mod tests {
         assert_eq!(groups, vec![vec![0, 1], (2..10).collect::<Vec<_>>()]);
 
         let spare = crate::strategy::qap::tests::topo(1, 2, 10, 1);
-        let input = MapInput {
-            comm: &m,
-            load: &load,
-            topology: &spare,
-            seed: 0,
-        };
+        let input = input(&m, &load, &spare);
         assert_eq!(slack_bounds(&input), Some(vec![10, 10]));
         let g = refined_groups(&input, LOAD_TOLERANCE, true);
         assert_eq!(cut(&m, &g), 1.0, "{g:?}");
@@ -632,12 +637,7 @@ mod tests {
         let m = chain(10);
         let load = [4.0, 4.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
         let spare = crate::strategy::qap::tests::topo(1, 2, 10, 1);
-        let input = MapInput {
-            comm: &m,
-            load: &load,
-            topology: &spare,
-            seed: 0,
-        };
+        let input = input(&m, &load, &spare);
         let pus = s.map(&input).unwrap().unwrap();
         let on0 = pus
             .iter()
@@ -701,12 +701,7 @@ mod tests {
         }
         let load = [460.0, 368.0, 365.0, 365.0, 376.0, 365.0, 365.0, 365.0];
         let topo = crate::strategy::qap::tests::topo(1, 2, 4, 1);
-        let input = MapInput {
-            comm: &m,
-            load: &load,
-            topology: &topo,
-            seed: 0,
-        };
+        let input = input(&m, &load, &topo);
         let g = refined_groups(&input, LOAD_TOLERANCE, true);
         assert_eq!(cut(&m, &g), 0.0, "{g:?}");
     }
