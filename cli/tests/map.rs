@@ -418,6 +418,11 @@ fn bad_matrices_are_one_clear_line() {
         "0,1\n1,abc\n",
         &["line 2, column 2: 'abc' is not a number"],
     );
+    run(
+        "huge.csv",
+        "0,1e308\n1e308,0\n",
+        &["huge.csv", "sum to more than a 64-bit float holds"],
+    );
     run("empty.csv", "", &["empty.csv", "empty matrix"]);
     run("comments.csv", "# nothing\n\n", &["empty matrix"]);
 }
@@ -460,6 +465,14 @@ fn bad_loads_strategies_cpusets_and_topologies() {
     fails(
         &["map", "--comm", c, "--load", s(&neg), "--topology", topo],
         &["neg.csv", "line 2, column 1: -2 is not allowed"],
+    );
+    let huge = write(d, "huge-load.csv", "1e308\n1e308\n1\n1\n");
+    fails(
+        &["map", "--comm", c, "--load", s(&huge), "--topology", topo],
+        &[
+            "huge-load.csv: load vector",
+            "sum to more than a 64-bit float holds",
+        ],
     );
     let empty = write(d, "empty-load.csv", "\n");
     fails(

@@ -66,6 +66,13 @@ impl CommMatrix {
             }
             data.extend_from_slice(row);
         }
+        // Metrics and gains add values up; a sum that overflows would turn them into inf/NaN.
+        if !data.iter().sum::<f64>().is_finite() {
+            return Err(MapError::input(
+                what,
+                "values sum to more than a 64-bit float holds; scale them down",
+            ));
+        }
         let m = CommMatrix { n, data };
         for i in 0..n {
             for j in (i + 1)..n {
