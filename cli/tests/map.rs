@@ -528,6 +528,10 @@ fn bad_loads_strategies_cpusets_and_topologies() {
         &["map", "--comm", c, "--topology", "pack:2 cores:4 pu:2"],
         &["hwloc rejected the synthetic description \"pack:2 cores:4 pu:2\""],
     );
+    fails(
+        &["topology", "--topology", "numa:2 core:99999999 pu:99"],
+        &["describes 19799999802 PUs", "at most 16384"],
+    );
 }
 
 #[test]

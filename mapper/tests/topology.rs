@@ -196,6 +196,15 @@ fn bad_topologies_are_clear_errors() {
     );
     let e = Topology::load("").unwrap_err();
     assert!(e.to_string().contains("synthetic description \"\""), "{e}");
+    // A typo in a count is refused before hwloc tries to build billions of objects.
+    let e = Topology::load("numa:2 core:99999999 pu:99").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("describes 19799999802 PUs; cmlb handles at most 16384"),
+        "{e}"
+    );
+    let e = Topology::load("numa:2 core:8193 pu:1").unwrap_err();
+    assert!(e.to_string().contains("describes 16386 PUs"), "{e}");
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("broken.xml");
