@@ -11,6 +11,19 @@ pub struct CommMatrix {
     data: Vec<f64>,
 }
 
+/// Metrics and gains add values up: values whose sum overflows would turn them into inf/NaN,
+/// so matrices and load vectors with such values are refused (`what` names the input).
+pub(crate) fn check_sum(what: &str, values: &[f64]) -> Result<()> {
+    if values.iter().sum::<f64>().is_finite() {
+        Ok(())
+    } else {
+        Err(MapError::input(
+            what,
+            "values sum to more than a 64-bit float holds; scale them down",
+        ))
+    }
+}
+
 impl CommMatrix {
     /// An all-zero n×n matrix.
     pub fn zeros(n: usize) -> Self {
@@ -66,13 +79,7 @@ impl CommMatrix {
             }
             data.extend_from_slice(row);
         }
-        // Metrics and gains add values up; a sum that overflows would turn them into inf/NaN.
-        if !data.iter().sum::<f64>().is_finite() {
-            return Err(MapError::input(
-                what,
-                "values sum to more than a 64-bit float holds; scale them down",
-            ));
-        }
+        check_sum(what, &data)?;
         let m = CommMatrix { n, data };
         for i in 0..n {
             for j in (i + 1)..n {

@@ -315,12 +315,7 @@ pub fn read_load_csv(path: &Path) -> Result<Vec<f64>> {
             "empty load vector",
         ));
     }
-    if !v.iter().sum::<f64>().is_finite() {
-        return Err(MapError::input(
-            path.display().to_string(),
-            "load vector: values sum to more than a 64-bit float holds; scale them down",
-        ));
-    }
+    crate::matrix::check_sum(&format!("{}: load vector", path.display()), &v)?;
     Ok(v)
 }
 

@@ -234,12 +234,7 @@ pub fn validate(input: &MapInput) -> Result<()> {
             ),
         ));
     }
-    if !input.load.iter().sum::<f64>().is_finite() {
-        return Err(MapError::input(
-            "load vector",
-            "values sum to more than a 64-bit float holds; scale them down",
-        ));
-    }
+    crate::matrix::check_sum("load vector", input.load)?;
     if input.topology.pus.is_empty() {
         return Err(MapError::Topology("no PUs to map onto".into()));
     }

@@ -300,9 +300,10 @@ mod tests {
         // Attributes after the count, and tokens without one, are left to hwloc.
         assert_eq!(synthetic_pus("numa:4(memory=1GB) core:4 pu:1"), 16);
         assert_eq!(synthetic_pus("bogus core:3"), 3);
+        let big = 99_999_999_999u128;
         assert_eq!(
             synthetic_pus("core:99999999999 pu:99999999999 pu:99999999999"),
-            { 99999999999u128 * 99999999999 * 99999999999 }
+            big * big * big
         );
         assert_eq!(synthetic_pus(&"core:4294967295 ".repeat(8)), u128::MAX);
     }
