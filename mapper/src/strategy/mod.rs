@@ -136,11 +136,25 @@ impl Params {
 
     /// A finite number >= 0.
     pub fn take_f64(&mut self, key: &str) -> Result<Option<f64>> {
+        self.take_f64_where(key, |_| true, "expected a finite number >= 0")
+    }
+
+    /// A number in `0..=max`; `what` names it in the error (e.g. "a percentage").
+    pub fn take_f64_up_to(&mut self, key: &str, max: f64, what: &str) -> Result<Option<f64>> {
+        self.take_f64_where(key, |x| x <= max, &format!("expected {what}, 0..={max}"))
+    }
+
+    fn take_f64_where(
+        &mut self,
+        key: &str,
+        ok: impl Fn(f64) -> bool,
+        want: &str,
+    ) -> Result<Option<f64>> {
         match self.take(key) {
             None => Ok(None),
             Some(v) => match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
-                _ => Err(self.bad(key, &v, "expected a finite number >= 0")),
+                Ok(x) if x.is_finite() && x >= 0.0 && ok(x) => Ok(Some(x)),
+                _ => Err(self.bad(key, &v, want)),
             },
         }
     }

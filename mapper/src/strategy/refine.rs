@@ -77,13 +77,11 @@ impl Strategy for CmlbRefine {
     }
     fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
         let mut s = *self;
-        if let Some(pct) = p.take_f64("tolerance")? {
-            if pct > 100.0 {
-                return Err(crate::error::MapError::Strategy(format!(
-                    "'cmlb-refine': parameter tolerance={pct} is invalid: expected a \
-                     percentage of the mean node load target, 0..=100"
-                )));
-            }
+        if let Some(pct) = p.take_f64_up_to(
+            "tolerance",
+            100.0,
+            "a percentage of the mean node load target",
+        )? {
             s.tolerance = pct / 100.0;
         }
         if let Some(spare) = p.take_choice("spare", &["load", "count"])? {

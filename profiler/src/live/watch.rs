@@ -481,10 +481,7 @@ mod tests {
         // The free slots get random writable words, never a read-only one.
         assert!(armed.len() > 1, "{armed:x?}");
         for w in &armed {
-            assert!(
-                maps.iter().any(|&(a, b)| *w >= a && *w < b),
-                "{w:#x} is not writable"
-            );
+            assert!(inside(&maps, *w), "{w:#x} is not writable");
         }
         // Unknown mappings (empty list): no filter, every candidate may be watched.
         let mut s = Scheduler::new(cfg, t0, 5);
@@ -551,10 +548,7 @@ mod tests {
         unsafe { std::ptr::write_volatile(v.as_mut_ptr(), 1) };
         let mut mem = ProcAddressSpace::new(std::process::id() as i32);
         let maps = mem.writable();
-        assert!(
-            maps.iter().any(|&(a, b)| base >= a && base < b),
-            "{maps:x?}"
-        );
+        assert!(inside(&maps, base), "{maps:x?}");
         assert!(mem.resident(base), "the written page is resident");
         // Far enough away that a transparent huge page around the first one cannot cover it.
         assert!(!mem.resident(base + (48 << 20)), "an untouched page is not");
