@@ -197,3 +197,46 @@ fn spare_cores_let_the_default_match_eagermap_communication_balanced() {
     );
     assert_default_never_less_balanced_than_eagermap(&rows);
 }
+
+/// The default's annealing step (after KL) on the threads-fill-the-machine set: never worse in
+/// any case, and on the 32-task NAS matrices it finds exactly balanced groupings KL's single
+/// swaps cannot reach (bt, sp and mg on 2 and 4 nodes, cg on 2).
+#[test]
+fn annealing_escapes_the_pair_exchange_optimum() {
+    const KL_ONLY: &str = "cmlb-refine:anneal=0";
+    let shown = ["eagermap", DEFAULT, KL_ONLY];
+    let rows = run(&common::quarter_heavy, &shown);
+    print_table(
+        "NAS matrices, first quarter 4x load: default with and without annealing",
+        &rows,
+        &shown,
+    );
+    for d in rows.iter().filter(|r| r.strategy == DEFAULT) {
+        let k = rows
+            .iter()
+            .find(|r| r.strategy == KL_ONLY && r.matrix == d.matrix && r.numa == d.numa)
+            .unwrap();
+        assert!(
+            d.remote <= k.remote && d.std <= 1e-9,
+            "{} on {} NUMA: annealed RemoteComm {} Load_std {} vs KL only {}",
+            d.matrix,
+            d.numa,
+            d.remote,
+            d.std,
+            k.remote
+        );
+    }
+    let nas32 = |s: &str| -> f64 {
+        rows.iter()
+            .filter(|r| r.strategy == s && r.matrix != "SP-OMP")
+            .map(|r| r.remote)
+            .sum()
+    };
+    // Measured 0.962 (seed 1); without annealing the ratio is 1 and this fails.
+    assert!(
+        nas32(DEFAULT) <= 0.975 * nas32(KL_ONLY),
+        "annealed {} vs KL only {}",
+        nas32(DEFAULT),
+        nas32(KL_ONLY)
+    );
+}

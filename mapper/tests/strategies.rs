@@ -290,6 +290,14 @@ proptest! {
     }
 
     #[test]
+    fn annealing_never_raises_remote_comm((topo, m, load) in arb_input(), seed in 0u64..4) {
+        let input = MapInput { comm: &m, load: &load, topology: &topo, seed };
+        let annealed = compute_plan(DEFAULT, &input).unwrap().metrics.remote_comm;
+        let kl_only = compute_plan("cmlb-refine:anneal=0", &input).unwrap().metrics.remote_comm;
+        prop_assert!(annealed <= kl_only * (1.0 + 1e-9) + 1e-9, "{} > {}", annealed, kl_only);
+    }
+
+    #[test]
     fn default_is_never_much_less_balanced_than_cmlb((topo, m, load) in arb_input()) {
         let input = MapInput { comm: &m, load: &load, topology: &topo, seed: 0 };
         let base = compute_plan("cmlb", &input).unwrap();

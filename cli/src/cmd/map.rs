@@ -67,7 +67,8 @@ pub struct Args {
     /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit", "pair-exchange:iters=100000").
     #[arg(long, default_value = strategy::DEFAULT)]
     pub strategy: String,
-    /// Seed for randomised strategies (same seed, same plan).
+    /// Seed for the random steps (`random`, `pair-exchange`, the default's annealing); same
+    /// input and seed, same plan.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Output format on stdout.

@@ -125,11 +125,26 @@ impl Params {
 
     /// An integer >= `min`.
     pub fn take_usize(&mut self, key: &str, min: usize) -> Result<Option<usize>> {
+        self.take_usize_where(key, |x| x >= min, &format!("expected an integer >= {min}"))
+    }
+
+    /// An integer in `min..=max` (an effort bound, so a typo cannot run for hours).
+    pub fn take_usize_in(&mut self, key: &str, min: usize, max: usize) -> Result<Option<usize>> {
+        let want = format!("expected an integer in {min}..={max}");
+        self.take_usize_where(key, |x| (min..=max).contains(&x), &want)
+    }
+
+    fn take_usize_where(
+        &mut self,
+        key: &str,
+        ok: impl Fn(usize) -> bool,
+        want: &str,
+    ) -> Result<Option<usize>> {
         match self.take(key) {
             None => Ok(None),
             Some(v) => match v.parse::<usize>() {
-                Ok(x) if x >= min => Ok(Some(x)),
-                _ => Err(self.bad(key, &v, &format!("expected an integer >= {min}"))),
+                Ok(x) if ok(x) => Ok(Some(x)),
+                _ => Err(self.bad(key, &v, want)),
             },
         }
     }
