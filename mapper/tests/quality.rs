@@ -198,9 +198,10 @@ fn spare_cores_let_the_default_match_eagermap_communication_balanced() {
     assert_default_never_less_balanced_than_eagermap(&rows);
 }
 
-/// The default's annealing step (after KL) on the threads-fill-the-machine set: never worse in
-/// any case, and on the 32-task NAS matrices it finds exactly balanced groupings KL's single
-/// swaps cannot reach (bt, sp and mg on 2 and 4 nodes, cg on 2).
+/// The default's annealing step (after KL), threads filling the machine. Quarter-heavy loads:
+/// never worse in any case, and on the 32-task NAS matrices it finds exactly balanced groupings
+/// KL's single swaps cannot reach (bt, sp and mg on 2 and 4 nodes, cg on 2). Log-normal loads,
+/// where almost no single swap keeps the balance: clearly lower RemoteComm over the set.
 #[test]
 fn annealing_escapes_the_pair_exchange_optimum() {
     const KL_ONLY: &str = "cmlb-refine:anneal=0";
@@ -232,11 +233,27 @@ fn annealing_escapes_the_pair_exchange_optimum() {
             .map(|r| r.remote)
             .sum()
     };
-    // Measured 0.962 (seed 1); without annealing the ratio is 1 and this fails.
+    // Measured 0.960 (seed 1); without annealing the ratio is 1 and this fails.
     assert!(
         nas32(DEFAULT) <= 0.975 * nas32(KL_ONLY),
         "annealed {} vs KL only {}",
         nas32(DEFAULT),
         nas32(KL_ONLY)
+    );
+
+    let loads = |n| common::lognormal_loads(n, 42);
+    let rows = run(&loads, &shown);
+    print_table(
+        "NAS matrices, log-normal loads: default with and without annealing",
+        &rows,
+        &shown,
+    );
+    let rc = |s| total(&rows, s, |r| r.remote);
+    // Measured 0.952 (seed 1; 0.92-0.97 for seeds 1-4).
+    assert!(
+        rc(DEFAULT) <= 0.98 * rc(KL_ONLY),
+        "annealed {} vs KL only {}",
+        rc(DEFAULT),
+        rc(KL_ONLY)
     );
 }
