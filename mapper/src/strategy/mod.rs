@@ -125,28 +125,17 @@ impl Params {
 
     /// An integer >= `min`.
     pub fn take_usize(&mut self, key: &str, min: usize) -> Result<Option<usize>> {
-        self.take_usize_where(key, |x| x >= min, &format!("expected an integer >= {min}"))
+        self.take_parsed(
+            key,
+            |&x: &usize| x >= min,
+            &format!("expected an integer >= {min}"),
+        )
     }
 
     /// An integer in `min..=max` (an effort bound, so a typo cannot run for hours).
     pub fn take_usize_in(&mut self, key: &str, min: usize, max: usize) -> Result<Option<usize>> {
         let want = format!("expected an integer in {min}..={max}");
-        self.take_usize_where(key, |x| (min..=max).contains(&x), &want)
-    }
-
-    fn take_usize_where(
-        &mut self,
-        key: &str,
-        ok: impl Fn(usize) -> bool,
-        want: &str,
-    ) -> Result<Option<usize>> {
-        match self.take(key) {
-            None => Ok(None),
-            Some(v) => match v.parse::<usize>() {
-                Ok(x) if ok(x) => Ok(Some(x)),
-                _ => Err(self.bad(key, &v, want)),
-            },
-        }
+        self.take_parsed(key, |x: &usize| (min..=max).contains(x), &want)
     }
 
     /// A finite number >= 0.
@@ -165,10 +154,20 @@ impl Params {
         ok: impl Fn(f64) -> bool,
         want: &str,
     ) -> Result<Option<f64>> {
+        self.take_parsed(key, |&x: &f64| x.is_finite() && x >= 0.0 && ok(x), want)
+    }
+
+    /// The value of `key` parsed as `T` and accepted by `ok`; else an error saying `want`.
+    fn take_parsed<T: std::str::FromStr>(
+        &mut self,
+        key: &str,
+        ok: impl Fn(&T) -> bool,
+        want: &str,
+    ) -> Result<Option<T>> {
         match self.take(key) {
             None => Ok(None),
-            Some(v) => match v.parse::<f64>() {
-                Ok(x) if x.is_finite() && x >= 0.0 && ok(x) => Ok(Some(x)),
+            Some(v) => match v.parse::<T>() {
+                Ok(x) if ok(&x) => Ok(Some(x)),
                 _ => Err(self.bad(key, &v, want)),
             },
         }

@@ -369,6 +369,11 @@ impl<'a> Partition<'a> {
         self.conn[t * self.ng + to] - self.conn[t * self.ng + from]
     }
 
+    /// How much swapping `i ∈ g` with `j ∈ h` lowers RemoteComm (KL's gain).
+    fn swap_gain(&self, i: usize, g: usize, j: usize, h: usize) -> f64 {
+        self.d(i, g, h) + self.d(j, h, g) - 2.0 * self.comm.get(i, j)
+    }
+
     /// Swap `i ∈ g` with `j ∈ h`.
     fn swap(&mut self, g: usize, h: usize, i: usize, j: usize) {
         let ng = self.ng;
@@ -550,8 +555,7 @@ impl<'a> Partition<'a> {
             .filter_map(|_| {
                 let (i, j) = pair();
                 let (g, h) = (group_of[i], group_of[j]);
-                (g != h)
-                    .then(|| (self.d(i, g, h) + self.d(j, h, g) - 2.0 * self.comm.get(i, j)).abs())
+                (g != h).then(|| self.swap_gain(i, g, j, h).abs())
             })
             .filter(|&x| x > 0.0)
             .take(256)
@@ -581,7 +585,7 @@ impl<'a> Partition<'a> {
             let penalty = excess(self, g, -shift) + excess(self, h, shift)
                 - excess(self, g, 0.0)
                 - excess(self, h, 0.0);
-            let gain = self.d(i, g, h) + self.d(j, h, g) - 2.0 * self.comm.get(i, j);
+            let gain = self.swap_gain(i, g, j, h);
             let cost = lambda * penalty - gain;
             let temp = t0 * (1.0 - spent as f64 / work as f64);
             if cost > 0.0 && (cost > 30.0 * temp || accept.gen::<f64>() >= (-cost / temp).exp()) {
