@@ -365,6 +365,16 @@ impl<'a> Partition<'a> {
         (devs.iter().sum::<f64>() / devs.len().max(1) as f64).sqrt()
     }
 
+    /// Load differences below this are float noise (relative to the total load).
+    fn load_eps(&self) -> f64 {
+        1e-12 * (self.targets.iter().sum::<f64>() + 1.0)
+    }
+
+    /// RemoteComm gains below this are float noise (relative to the total communication).
+    fn comm_eps(&self) -> f64 {
+        1e-12 * (self.total_comm + 1.0)
+    }
+
     fn d(&self, t: usize, from: usize, to: usize) -> f64 {
         self.conn[t * self.ng + to] - self.conn[t * self.ng + from]
     }
@@ -432,8 +442,8 @@ impl<'a> Partition<'a> {
     /// `max(its current deviation, delta)`.
     fn kl(&mut self, delta: f64) {
         let n = self.comm.n();
-        let tiny = 1e-12 * (self.targets.iter().sum::<f64>() + 1.0);
-        let min_gain = 1e-12 * (self.total_comm + 1.0);
+        let tiny = self.load_eps();
+        let min_gain = self.comm_eps();
         // Each accepted swap lowers RemoteComm by more than `min_gain`; the cap only guards
         // against float noise.
         let mut budget = 8 * n + 64;
@@ -525,7 +535,7 @@ impl<'a> Partition<'a> {
         if self.ng < 2 || n < 3 || work < 4 * n * (n / 8).max(1) {
             return;
         }
-        let tiny = 1e-12 * (self.targets.iter().sum::<f64>() + 1.0);
+        let tiny = self.load_eps();
         let mut group_of = vec![0usize; n];
         for (g, m) in self.groups.iter().enumerate() {
             for &t in m {
@@ -567,7 +577,7 @@ impl<'a> Partition<'a> {
         let median = sizes[sizes.len() / 2];
         let t0 = 0.3 * median;
         let lambda = 0.03 * median / delta.max(tiny);
-        let min_gain = 1e-12 * (self.total_comm + 1.0);
+        let min_gain = self.comm_eps();
         let mut cur = self.remote();
         let mut best = cur;
         let mut best_groups = self.groups.clone();
@@ -616,7 +626,7 @@ impl<'a> Partition<'a> {
     /// `delta` of its target or no swap reduces the imbalance.
     fn repair(&mut self, delta: f64) {
         let n = self.comm.n();
-        let tiny = 1e-12 * (self.targets.iter().sum::<f64>() + 1.0);
+        let tiny = self.load_eps();
         for _ in 0..(2 * n + 8) {
             let dev = |g: usize| self.gload[g] - self.targets[g];
             let live =
