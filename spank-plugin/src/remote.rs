@@ -363,11 +363,7 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
     };
     let strict = with_state(|s| s.site.strict);
     if let Some(msg) = &st.fail {
-        ffi::log(
-            LogLevel::Error,
-            &format!("cmlb: strict=1: task not started ({msg})"),
-        );
-        return -1;
+        fail_task(&format!("cmlb: strict=1: task not started ({msg})"));
     }
     let Some(t) = ffi::get_int(sp, item::S_TASK_ID) else {
         return degrade_task(strict, "Slurm did not give the local task id");
@@ -436,15 +432,22 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
 
 fn degrade_task(strict: bool, msg: &str) -> i32 {
     if strict {
-        ffi::log(
-            LogLevel::Error,
-            &format!("cmlb: {msg} (strict=1: failing the task)"),
-        );
-        -1
+        fail_task(&format!("cmlb: {msg} (strict=1: failing the task)"));
     } else {
         warn(&format!("cmlb: warning: {msg}; the task runs unpinned"));
         0
     }
+}
+
+/// Log `msg` and end the task with exit status 1 before it execs. Why not `return -1`: Slurm
+/// honours a failing `task_init` only for a `required` plugin and ignores it for an `optional`
+/// one (the shipped plugstack line), so strict mode would only log. `task_init` runs in the
+/// task's own process after fork, where slurmstepd itself ends a task whose required plugin
+/// failed the same way (`_exit(1)`).
+fn fail_task(msg: &str) -> ! {
+    ffi::log(LogLevel::Error, msg);
+    // SAFETY: _exit ends only this forked task process; nothing here needs unwinding.
+    unsafe { libc::_exit(1) }
 }
 
 fn set_affinity(pus: &[u32]) -> std::io::Result<()> {

@@ -20,6 +20,21 @@ check "srun rejects CMLB_MAP=apply:colour=red (rc=$rc)" test $rc -ne 0
 check "CMLB_MAP error names the variable and valid keys" contains "$WORK/o3" "invalid CMLB_MAP value 'apply:colour=red': unknown key 'colour'; valid keys: strategy="
 check "... and ran nothing" test ! -e "$marker"
 
+# With the shipped "optional" line Slurm ignores the rejection: the error is shown and the step
+# runs without cmlb (slurmstepd reports the same value and leaves the threads unpinned).
+CMLB_PLUGSTACK_KIND=optional start_cluster "scratch=$WORK/scratch/%u" || return
+CMLB_MAP=apply:colour=red srun touch "$marker" >"$WORK/o3b" 2>&1
+rc=$?
+check "optional plugin: bad CMLB_MAP is reported" contains "$WORK/o3b" "invalid CMLB_MAP value 'apply:colour=red'"
+check "optional plugin: ... and the step runs unpinned (rc=$rc)" contains "$WORK/o3b" "the step runs unpinned"
+check "optional plugin: ... the command ran" test -e "$marker"
+rm -f "$marker"
+srun --cmlb-map=bogus touch "$marker" >"$WORK/o1b" 2>&1
+rc=$?
+check "optional plugin: srun still rejects --cmlb-map=bogus (rc=$rc)" test $rc -ne 0
+check "optional plugin: ... and ran nothing" test ! -e "$marker"
+start_cluster "scratch=$WORK/scratch/%u" || return
+
 sbatch --cmlb-map=prof --wrap "touch $marker" >"$WORK/o4" 2>&1
 rc=$?
 check "sbatch rejects --cmlb-map=prof (rc=$rc)" test $rc -ne 0

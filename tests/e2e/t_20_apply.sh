@@ -121,6 +121,14 @@ srun -n1 -c2 --cmlb-map="apply:profile=$WORK/corrupt" "$WORK/pairs" 4 0.1 >"$WOR
 rc=$?
 check "strict=1: a corrupt profile fails the step (rc=$rc)" test $rc -ne 0
 check "strict=1: says why" contains "$WORK/s.err" "strict=1: failing the step"
+# The shipped plugstack line says "optional", and Slurm ignores an optional plugin's failing
+# task_init: strict mode must still stop the tasks there.
+CMLB_PLUGSTACK_KIND=optional start_cluster "scratch=$WORK/scratch/%u strict=1" || return
+srun -n2 -c1 --cmlb-map="apply:profile=$WORK/corrupt" touch "$WORK/strict-optional-ran" >"$WORK/so.out" 2>"$WORK/so.err"
+rc=$?
+check "strict=1, optional plugin: a corrupt profile fails the step (rc=$rc)" test $rc -ne 0
+check "strict=1, optional plugin: no task ran" test ! -e "$WORK/strict-optional-ran"
+check "strict=1, optional plugin: says why" contains "$WORK/so.err" "strict=1: task not started"
 
 # default=apply: no option means apply (here via CMLB_MAP's profile key), --cmlb-map=off opts out.
 start_cluster "scratch=$WORK/scratch/%u default=apply" || return
