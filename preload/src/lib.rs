@@ -31,7 +31,9 @@ static VERBOSE: OnceLock<bool> = OnceLock::new();
 /// Index of the next thread to be created (0 is the main thread).
 static NEXT: AtomicUsize = AtomicUsize::new(1);
 
-type StartFn = extern "C" fn(*mut c_void) -> *mut c_void;
+/// "C-unwind": `pthread_exit` and `pthread_cancel` end a thread by a forced unwind through its
+/// start routine and our trampoline; through a plain "C" frame Rust aborts the process.
+type StartFn = extern "C-unwind" fn(*mut c_void) -> *mut c_void;
 type CreateFn = unsafe extern "C" fn(
     *mut libc::pthread_t,
     *const libc::pthread_attr_t,
@@ -106,11 +108,30 @@ struct Tramp {
     pu: u32,
 }
 
-extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
+extern "C-unwind" fn trampoline(p: *mut c_void) -> *mut c_void {
     // SAFETY: `p` is the Box<Tramp> leaked by pthread_create below, consumed exactly once.
-    let t = unsafe { Box::from_raw(p as *mut Tramp) };
-    let _ = std::panic::catch_unwind(|| pin_self(t.k, t.pu));
-    (t.start)(t.arg)
+    // Moved out (the box freed) before the start routine runs: a forced unwind
+    // (pthread_exit/pthread_cancel) must not pass a frame that still owns something to drop.
+    let Tramp { start, arg, k, pu } = *unsafe { Box::from_raw(p as *mut Tramp) };
+    // A pthread_cancel sent right after creation would act at the first cancellation point,
+    // and the verbose line's write() is one: its forced unwind must not meet catch_unwind (the
+    // process aborts). So cancellation waits until the start routine runs.
+    let mut old: c_int = 0;
+    // SAFETY: plain glibc calls on the calling thread; `old` is a valid out-pointer.
+    let disabled = unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) } == 0;
+    let _ = std::panic::catch_unwind(|| pin_self(k, pu));
+    if disabled {
+        // SAFETY: as above; restores the state the thread started with.
+        unsafe { pthread_setcancelstate(old, &mut old) };
+    }
+    start(arg)
+}
+
+/// glibc's value (pthread.h enum), not exported by the libc crate.
+const PTHREAD_CANCEL_DISABLE: c_int = 1;
+
+extern "C" {
+    fn pthread_setcancelstate(state: c_int, oldstate: *mut c_int) -> c_int;
 }
 
 /// The interposed `pthread_create`.

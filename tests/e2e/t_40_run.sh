@@ -11,6 +11,19 @@ for s in compact scatter; do
     check "cmlb run --strategy $s pins every thread where cmlb map plans it" diff "$WORK/rp_$s" "$WORK/rg_$s"
     check "cmlb run --strategy $s reports its plan" contains "$WORK/r_$s.err" "cmlb: run: strategy $s, profile $WORK/prof4 (4 threads), PUs $ALL"
 done
+# The preload's own contract (CMLB_BIND_*): threads ended by pthread_exit or cancelled at once
+# end normally while being pinned (a cancellation inside the trampoline used to abort).
+if gcc -O2 -pthread -o "$WORK/exits" tests/e2e/exits.c; then
+    LD_PRELOAD=$repo/target/debug/libcmlb_preload.so CMLB_BIND_PUS=0,0,0 CMLB_BIND_VERBOSE=1 \
+        sh -c 'CMLB_BIND_PID=$$ exec "$0"' "$WORK/exits" >"$WORK/ex.out" 2>"$WORK/ex.err"
+    rc=$?
+    check "preload: pthread_exit and pthread_cancel in pinned threads (rc=$rc)" test $rc -eq 0
+    check "preload: pthread_exit's value arrives" contains "$WORK/ex.out" "pthread_exit value 42"
+    check "preload: the cancelled thread ends cancelled" contains "$WORK/ex.out" "cancelled yes"
+    check "preload: both threads were pinned" contains "$WORK/ex.err" "thread 2 (tid"
+else
+    fail "compile exits.c"
+fi
 taskset -c 0 "$CMLB" run --profile "$WORK/prof4" --strategy scatter -- "$WORK/pairs" 4 0.1 >"$WORK/r1" 2>&1
 check "cmlb run plans inside its own affinity (taskset -c 0)" test "$(awk '$1 == "thread" && $6 != "0"' "$WORK/r1" | wc -l)" -eq 0
 
