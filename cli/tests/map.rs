@@ -591,3 +591,49 @@ fn missing_files_and_inputs() {
         ],
     );
 }
+
+#[test]
+fn output_files_follow_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let comm = write(dir.path(), "comm.csv", COMM4);
+    for (umask, want) in [(0o022, 0o644), (0o077, 0o600)] {
+        let plan = dir.path().join(format!("plan-{umask:o}.yaml"));
+        let xml = dir.path().join(format!("topo-{umask:o}.xml"));
+        for args in [
+            vec![
+                "map",
+                "--comm",
+                s(&comm),
+                "--topology",
+                "numa:2 core:2 pu:1",
+                "--out",
+                s(&plan),
+            ],
+            vec![
+                "topology",
+                "--topology",
+                "numa:2 core:2 pu:1",
+                "--export",
+                s(&xml),
+            ],
+        ] {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_cmlb"));
+            cmd.args(&args);
+            // SAFETY: umask is async-signal-safe; it only affects the child.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(umask);
+                    Ok(())
+                });
+            }
+            let o = cmd.output().unwrap();
+            assert!(o.status.success(), "{args:?}: {o:?}");
+        }
+        for f in [&plan, &xml] {
+            let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, want, "{} with umask {umask:o}", f.display());
+        }
+    }
+}

@@ -56,8 +56,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             ),
         ));
     }
+    // 0666 minus the umask, as a plain create would give: tempfile's own 0600 would make an
+    // exported topology or plan unreadable to anyone else (e.g. slurmstepd as the job user).
     let mut tmp = tempfile::Builder::new()
         .prefix(".cmlb-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
         .tempfile_in(dir)
         .map_err(|e| {
             MapError::io(

@@ -166,8 +166,10 @@ impl Profile {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(|e| MapError::io(parent, e))?;
+        // 0777 minus the umask, as mkdir would give (tempfile's default is 0700).
         let tmp = tempfile::Builder::new()
             .prefix(".cmlb-profile-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
             .tempdir_in(parent)
             .map_err(|e| MapError::io(parent, e))?;
         let t = tmp.path();
