@@ -37,6 +37,7 @@ pub(crate) struct StepState {
 }
 
 /// A reason to run unpinned (or fail with strict=1).
+#[derive(Debug)]
 struct Skip(String);
 
 impl<E: std::fmt::Display> From<E> for Skip {
@@ -216,6 +217,9 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
         }
         Mode::Apply => {
             let explicit = opts.profile.clone();
+            if explicit.is_none() && std::fs::symlink_metadata(&scratch).is_ok() {
+                check_scratch(&scratch, uid)?;
+            }
             let base = explicit.clone().unwrap_or(dir0.clone());
             if !base.join("profile.yaml").exists() {
                 if let Some(p) = explicit {
@@ -274,6 +278,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                 } else {
                     base.clone()
                 };
+                check_profile_files(&tdir)?;
                 let prof = Profile::read_dir(&tdir)
                     .map_err(|e| Skip(format!("profile {} is unusable: {e}", tdir.display())))?;
                 let n = prof.comm.n();
@@ -471,10 +476,10 @@ fn set_affinity(pus: &[u32]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Create the scratch directory (we run as the job user here) and refuse one that is a symlink
-/// or belongs to someone else, so nobody can redirect the user's profiles.
+/// Create the scratch directory (we run as the job user here) and check it ([`check_scratch`]),
+/// so nobody can redirect the user's profiles.
 fn ensure_scratch(dir: &Path, uid: u32) -> Result<(), Skip> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     if let Err(e) = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -485,6 +490,23 @@ fn ensure_scratch(dir: &Path, uid: u32) -> Result<(), Skip> {
             dir.display()
         )));
     }
+    check_scratch(dir, uid)?;
+    // A writability check now gives one clear message instead of a failed profiler later.
+    tempfile_probe(dir).map_err(|e| {
+        Skip(format!(
+            "scratch directory {} is not writable: {e}",
+            dir.display()
+        ))
+    })
+}
+
+/// Refuse a scratch directory another user could swap or fill: it must be the job user's own
+/// directory (not a symlink), and every directory above it must belong to root or the job user
+/// and, if others may write to it, be sticky like /tmp. Why: with the default `/tmp/cmlb-%u`,
+/// anyone could create the directory first and plant a profile (or a FIFO that blocks
+/// slurmstepd) where apply looks.
+fn check_scratch(dir: &Path, uid: u32) -> Result<(), Skip> {
+    use std::os::unix::fs::MetadataExt;
     let md = std::fs::symlink_metadata(dir)
         .map_err(|e| Skip(format!("scratch directory {}: {e}", dir.display())))?;
     if md.file_type().is_symlink() || !md.is_dir() {
@@ -500,13 +522,48 @@ fn ensure_scratch(dir: &Path, uid: u32) -> Result<(), Skip> {
             md.uid()
         )));
     }
-    // A writability check now gives one clear message instead of a failed profiler later.
-    tempfile_probe(dir).map_err(|e| {
-        Skip(format!(
-            "scratch directory {} is not writable: {e}",
-            dir.display()
-        ))
-    })
+    for up in dir.ancestors().skip(1) {
+        let Ok(m) = std::fs::symlink_metadata(up) else {
+            continue;
+        };
+        if m.uid() != 0 && m.uid() != uid {
+            return Err(Skip(format!(
+                "scratch directory {}: {} belongs to uid {}, another user",
+                dir.display(),
+                up.display(),
+                m.uid()
+            )));
+        }
+        let others_write = m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0;
+        if !m.file_type().is_symlink() && others_write {
+            return Err(Skip(format!(
+                "scratch directory {}: {} is writable by other users and not sticky",
+                dir.display(),
+                up.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The profile files apply reads must be regular files: a FIFO or device (or a symlink to one)
+/// would block or flood slurmstepd while it reads.
+fn check_profile_files(dir: &Path) -> Result<(), Skip> {
+    for name in ["profile.yaml", "comm.csv", "load.csv", "timeline.csv"] {
+        let p = dir.join(name);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => {
+                return Err(Skip(format!(
+                    "profile {}: {name} is not a regular file",
+                    dir.display()
+                )))
+            }
+            // Missing files get read_dir's own message (timeline.csv is optional).
+            Err(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn tempfile_probe(dir: &Path) -> std::io::Result<()> {
@@ -585,4 +642,66 @@ fn cmlb_binary(site: &SiteConf, dir: &Path) -> Result<PathBuf, Skip> {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| format!("looked in {}, /usr/bin, /usr/local/bin", dir.display()))
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn chmod(p: &Path, mode: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn scratch_must_be_the_users_own_directory_under_safe_parents() {
+        let uid = nix::unistd::geteuid().as_raw();
+        let t = tempfile::tempdir().unwrap();
+        let parent = t.path().join("shared");
+        let dir = parent.join("cmlb-me");
+        ensure_scratch(&dir, uid).expect("own directory under a private parent");
+
+        // A parent anyone may write to (and rename entries in) is refused, unless sticky.
+        chmod(&parent, 0o777);
+        let e = check_scratch(&dir, uid).unwrap_err().0;
+        assert!(e.contains("writable by other users and not sticky"), "{e}");
+        chmod(&parent, 0o1777);
+        check_scratch(&dir, uid).expect("sticky like /tmp");
+
+        // The directory itself: not a symlink, and the job user's.
+        let link = parent.join("cmlb-link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = check_scratch(&link, uid).unwrap_err().0;
+        assert!(e.contains("is a symlink"), "{e}");
+        let e = check_scratch(&dir, uid + 1).unwrap_err().0;
+        assert!(e.contains(&format!("not the job's uid {}", uid + 1)), "{e}");
+
+        // A parent owned by another user (needs root to set up).
+        if uid == 0 {
+            let theirs = t.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+            let mine = theirs.join("cmlb-root");
+            std::fs::create_dir(&mine).unwrap();
+            let e = check_scratch(&mine, 0).unwrap_err().0;
+            assert!(e.contains("belongs to uid 65534, another user"), "{e}");
+        }
+    }
+
+    #[test]
+    fn profile_files_must_be_regular_files() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::write(d.join("profile.yaml"), "schema: 1\n").unwrap();
+        std::fs::write(d.join("load.csv"), "1\n").unwrap();
+        // Missing files are left to Profile::read_dir's message.
+        check_profile_files(d).expect("regular files and a missing one");
+        nix::unistd::mkfifo(&d.join("comm.csv"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = check_profile_files(d).unwrap_err().0;
+        assert!(e.contains("comm.csv is not a regular file"), "{e}");
+        std::fs::remove_file(d.join("comm.csv")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join("comm.csv")).unwrap();
+        let e = check_profile_files(d).unwrap_err().0;
+        assert!(e.contains("comm.csv is not a regular file"), "{e}");
+    }
 }

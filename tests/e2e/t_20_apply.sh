@@ -146,3 +146,16 @@ rc=$?
 check "unwritable scratch: the job succeeds (rc=$rc)" test $rc -eq 0
 check "unwritable scratch: one warning naming the directory" test "$(grep -c "cmlb: warning: scratch directory /proc/cmlb-nope/root cannot be created: .*; the step runs unpinned" "$WORK/w.err")" -eq 1
 check "unwritable scratch: the program ran" test "$(grep -c '^thread ' "$WORK/w.out")" -eq 2
+
+# A scratch directory planted by another user (the default /tmp/cmlb-%u is guessable): apply
+# reads nothing from it, warns once, and runs unpinned. Here the job user is root and the
+# directory belongs to nobody.
+if id nobody >/dev/null 2>&1; then
+    mkdir -p "$WORK/planted/root" && chown nobody "$WORK/planted/root"
+    start_cluster "scratch=$WORK/planted/%u" || return
+    timeout 60 srun -n1 -c2 --cmlb-map=apply "$WORK/pairs" 2 0.1 >"$WORK/pl.out" 2>"$WORK/pl.err"
+    rc=$?
+    check "planted scratch: the job succeeds (rc=$rc)" test $rc -eq 0
+    check "planted scratch: one warning naming the owner" test "$(grep -c "cmlb: warning: scratch directory $WORK/planted/root belongs to uid $(id -u nobody), not the job's uid 0; the step runs unpinned" "$WORK/pl.err")" -eq 1
+    check "planted scratch: the program ran" test "$(grep -c '^thread ' "$WORK/pl.out")" -eq 2
+fi
