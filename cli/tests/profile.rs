@@ -209,6 +209,41 @@ fn unwritable_output_dir() {
 }
 
 #[test]
+fn run_anyway_runs_the_command_unprofiled_and_keeps_its_status() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = file.join("prof");
+    let marker = d.path().join("ran");
+    let script = format!("touch {}; exit 3", marker.display());
+    let o = cmlb(
+        &[
+            "profile",
+            "--run-anyway",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(marker.exists(), "the command did not run: {err}");
+    assert!(
+        err.contains("cmlb: warning:") && err.contains("is not a directory"),
+        "{err}"
+    );
+    assert!(
+        err.contains("running sh unprofiled (--run-anyway)"),
+        "{err}"
+    );
+    assert!(!err.contains("cmlb: error:"), "{err}");
+}
+
+#[test]
 fn read_only_output_dir() {
     if nix::unistd::geteuid().is_root() {
         // Root may write into a read-only directory; the file-parent case above covers root.

@@ -184,6 +184,10 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                         "--out".into(),
                         task_dir(t).display().to_string(),
                     ];
+                    if !site.strict {
+                        // A profiling problem must not fail the user's job.
+                        w.push("--run-anyway".into());
+                    }
                     if let Some(b) = &site.backend {
                         w.extend(["--backend".into(), b.clone()]);
                     }

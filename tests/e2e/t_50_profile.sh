@@ -62,3 +62,19 @@ check "pre-run: the real run succeeds (rc=$rc)" test $rc -eq 0
 check "pre-run: stopped after time= (took ${took}s for a 4 s program)" test "$took" -lt 9
 check "pre-run: the real run's threads are pinned" test "$(awk '$1 == "thread" && $6 ~ /^[0-9]+$/' "$WORK/pr.out" | wc -l)" -eq 4
 check "pre-run: period= reaches the profiler" test "$(grep -l '^sample_period: 2$' "$WORK"/scratch/root/*/profile.yaml 2>/dev/null | wc -l)" -eq 1
+
+# Profiling that cannot start (here: backend=hw on a machine without a sampling PMU) never
+# fails the job: the program runs unprofiled with a warning. strict=1 fails it instead.
+if "$CMLB" profile --probe 2>/dev/null | grep -q '^hardware sampling: *none'; then
+    start_cluster "scratch=$WORK/scratch/%u backend=hw" || return
+    srun -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.2 >"$WORK/nh.out" 2>"$WORK/nh.err"
+    rc=$?
+    check "profile, sampling cannot start: the job succeeds (rc=$rc)" test $rc -eq 0
+    check "profile, sampling cannot start: the program ran" test "$(grep -c '^thread ' "$WORK/nh.out")" -eq 2
+    check "profile, sampling cannot start: one warning" contains "$WORK/nh.err" "unprofiled (--run-anyway)"
+    start_cluster "scratch=$WORK/scratch/%u backend=hw strict=1" || return
+    srun -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.2 >"$WORK/nhs.out" 2>"$WORK/nhs.err"
+    rc=$?
+    check "profile, sampling cannot start, strict=1: the step fails (rc=$rc)" test $rc -ne 0
+    check "profile, sampling cannot start, strict=1: the program did not run" test "$(grep -c '^thread ' "$WORK/nhs.out")" -eq 0
+fi

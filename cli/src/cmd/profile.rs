@@ -77,6 +77,11 @@ pub struct Args {
     /// (tid,time_ns,addr,kind[,dram]).
     #[arg(long, num_args = 2, value_names = ["FORMAT", "FILE"], conflicts_with_all = ["command", "attach"])]
     import: Option<Vec<String>>,
+    /// Never fail the command for a profiling problem: if sampling cannot start, warn and run
+    /// the command unprofiled; if its run gives no profile, warn. Either way exit with the
+    /// command's own status. The Slurm plugin passes this unless the site set strict=1.
+    #[arg(long)]
+    run_anyway: bool,
     /// The command to profile and its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -159,7 +164,49 @@ pub fn run(a: Args) -> Result<i32> {
         Some(d) => Some(Duration::from_secs_f64(d)),
         None => None,
     };
-    check_output_dir(&a.out)?;
+    let launched = match &target {
+        Target::Launch(argv) if a.run_anyway => Some(argv.clone()),
+        _ => None,
+    };
+    match profile_and_write(&a, target, duration) {
+        Ok(code) => Ok(code),
+        Err(Failure::BeforeStart(e)) => match launched {
+            Some(argv) => run_unprofiled(&argv, &e),
+            None => Err(e),
+        },
+        Err(Failure::AfterRun(e, code)) if a.run_anyway => {
+            eprintln!("cmlb: warning: {e:#}; the command ran unprofiled");
+            Ok(code)
+        }
+        Err(Failure::AfterRun(e, _)) => Err(e),
+    }
+}
+
+/// Why `cmlb profile` gave no profile: before the command started (it has not run), or after
+/// it ran (with its exit status).
+enum Failure {
+    BeforeStart(anyhow::Error),
+    AfterRun(anyhow::Error, i32),
+}
+
+/// `--run-anyway` after a failure to start sampling: replace this process by the command, so
+/// its exit status, signals and pid are the command's own.
+fn run_unprofiled(argv: &[String], why: &anyhow::Error) -> Result<i32> {
+    use std::os::unix::process::CommandExt;
+    eprintln!(
+        "cmlb: warning: {why:#}; running {} unprofiled (--run-anyway)",
+        argv[0]
+    );
+    let e = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();
+    bail!("cannot run {}: {e}", argv[0])
+}
+
+fn profile_and_write(
+    a: &Args,
+    target: Target,
+    duration: Option<Duration>,
+) -> std::result::Result<i32, Failure> {
+    check_output_dir(&a.out).map_err(Failure::BeforeStart)?;
     let mut cfg = ProfileConfig::new(target);
     cfg.backend = a.backend;
     cfg.period = a.period;
@@ -168,14 +215,18 @@ pub fn run(a: Args) -> Result<i32> {
     cfg.buffer_kib = a.buffer_kib;
     cfg.sample_log_limit = a.sample_log;
     cfg.watch.slots = a.watch_slots;
-    cfg.watch.window = ms(a.watch_window_ms, "watch-window-ms")?;
-    cfg.watch.interval = ms(a.watch_interval_ms, "watch-interval-ms")?;
+    cfg.watch.window = ms(a.watch_window_ms, "watch-window-ms").map_err(Failure::BeforeStart)?;
+    cfg.watch.interval =
+        ms(a.watch_interval_ms, "watch-interval-ms").map_err(Failure::BeforeStart)?;
     cfg.watch.hold = a.watch_hold;
     cfg.watch.max_hits = a.watch_max_hits;
     cfg.progress = std::io::stderr().is_terminal();
     cfg.handle_signals = true;
 
-    let run = profiler::run_profile(&cfg).context("profiling failed, no profile written")?;
+    // An error here means the command never started (launch runs it only once sampling is set up).
+    let run = profiler::run_profile(&cfg)
+        .context("profiling failed, no profile written")
+        .map_err(Failure::BeforeStart)?;
     let code = match run.exit_status {
         Some(st) => {
             use std::os::unix::process::ExitStatusExt;
@@ -185,16 +236,20 @@ pub fn run(a: Args) -> Result<i32> {
     };
     let p = &run.profile;
     if p.meta.samples == 0 {
-        bail!(
-            "no samples were recorded ({} backend, {:.2} s): nothing written to {}",
-            run.backend,
-            run.elapsed.as_secs_f64(),
-            a.out.display()
-        );
+        return Err(Failure::AfterRun(
+            anyhow::anyhow!(
+                "no samples were recorded ({} backend, {:.2} s): nothing written to {}",
+                run.backend,
+                run.elapsed.as_secs_f64(),
+                a.out.display()
+            ),
+            code,
+        ));
     }
     let log = (a.sample_log > 0).then_some(run.sample_log.as_slice());
     p.write_dir_with_samples(&a.out, log)
-        .with_context(|| format!("writing the profile to {}", a.out.display()))?;
+        .with_context(|| format!("writing the profile to {}", a.out.display()))
+        .map_err(|e| Failure::AfterRun(e, code))?;
     for w in &run.warnings {
         eprintln!("cmlb: warning: {w}");
     }
