@@ -637,3 +637,20 @@ fn output_files_follow_the_umask() {
         }
     }
 }
+
+#[test]
+fn none_strategy_table_counts_the_threads_it_leaves_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let comm = write(dir.path(), "comm.csv", COMM4);
+    let out = ok(&[
+        "map",
+        "--comm",
+        s(&comm),
+        "--topology",
+        "numa:2 core:2 pu:1",
+        "--strategy",
+        "none",
+    ]);
+    assert!(out.contains("threads:  4 "), "{out}");
+    assert!(out.contains("no binding"), "{out}");
+}

@@ -143,7 +143,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
         Format::Yaml => print!("{}", serde_norway::to_string(&plan)?),
-        Format::Table => print!("{}", plan_table(&plan, &topo)),
+        Format::Table => print!("{}", plan_table(&plan, &topo, input.comm.n())),
     }
     Ok(())
 }
@@ -264,12 +264,11 @@ fn metrics_rows(m: &mapper::metrics::Metrics) -> Vec<(&'static str, String)> {
 
 /// A person-checkable listing: every NUMA node, its cores that got threads, which threads
 /// run on each PU, then the metrics.
-fn plan_table(plan: &Plan, topo: &Topology) -> String {
+/// `threads` is the input's count: a `none` plan assigns nothing but the threads still exist.
+fn plan_table(plan: &Plan, topo: &Topology, threads: usize) -> String {
     let mut s = format!(
-        "strategy: {}\ntopology: {}\nthreads:  {} (tN = thread N in creation order)\n",
-        plan.strategy,
-        plan.topology,
-        plan.assignment.len()
+        "strategy: {}\ntopology: {}\nthreads:  {threads} (tN = thread N in creation order)\n",
+        plan.strategy, plan.topology,
     );
     if plan.assignment.is_empty() {
         s.push_str("no binding: the OS scheduler places the threads\n");

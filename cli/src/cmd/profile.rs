@@ -28,7 +28,9 @@ cmlb profile --import perf-script app.trace --out prof   (trace from `perf scrip
 comm,pid,tid,time,event,addr,data_src --show-task-events`, or csv: tid,time_ns,addr,kind[,dram])"
 )]
 pub struct Args {
-    /// Sampling backend.
+    /// Sampling backend: auto (the best one this machine offers, see --probe), hw (PEBS/IBS
+    /// precise memory samples), numa-faults (NUMA hinting faults), watch (hardware
+    /// watchpoints plus page faults), faults (page faults only).
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     backend: Backend,
     /// Sample period: every N-th page fault (faults, numa-faults, watch; default 1) or every
