@@ -153,6 +153,54 @@ fn strict_fails_without_running_the_program() {
 }
 
 #[test]
+fn a_missing_preload_library_is_found_out_before_any_pre_run() {
+    let d = tempfile::tempdir().unwrap();
+    let marker = d.path().join("ran");
+    let cache = d.path().join("cache");
+    let missing = d.path().join("libcmlb_preload.so");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--cache",
+            cache.to_str().unwrap(),
+            "--time",
+            "1",
+            "--preload",
+            missing.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--", "touch", marker.to_str().unwrap()]);
+        cmlb(&args)
+    };
+    // --strict: refused before the program runs at all (no pre-run).
+    let o = run(&["--strict"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--preload") && err.contains("no such file"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the program ran: {err}");
+    // --bind preload cannot do without it: one warning, no pre-run, an unpinned run.
+    let o = run(&["--bind", "preload"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("no such file; running unpinned"), "{err}");
+    assert!(!err.contains("pre-run"), "{err}");
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+    // The default (--bind both) warns and binds through the OpenMP environment.
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("binding through the OpenMP environment only"),
+        "{err}"
+    );
+    assert!(marker.exists());
+}
+
+#[test]
 fn thread_count_mismatch_is_reported() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");

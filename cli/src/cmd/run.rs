@@ -116,6 +116,23 @@ pub fn run(a: Args) -> Result<()> {
 }
 
 fn plan(a: &Args) -> Result<Option<Binding>> {
+    // Before any pre-run: a missing library must not cost a run of the program first.
+    let (bind, lib) = match a.bind {
+        BindMode::Omp => (BindMode::Omp, None),
+        BindMode::Preload => (BindMode::Preload, Some(preload_lib(a)?)),
+        BindMode::Both => match preload_lib(a) {
+            Ok(lib) => (BindMode::Both, Some(lib)),
+            // OMP_PLACES and the task's CPU mask still pin an OpenMP program.
+            Err(e) if !a.strict => {
+                eprintln!(
+                    "cmlb: warning: {}; binding through the OpenMP environment only",
+                    crate::one_line(&e)
+                );
+                (BindMode::Omp, None)
+            }
+            Err(e) => return Err(e),
+        },
+    };
     let allowed = own_cpus()?;
     let machine = Topology::load(&a.topology)?;
     let topo = machine.restrict(&allowed).with_context(|| {
@@ -184,9 +201,8 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
         eprintln!("cmlb: plan thread:PU {}", list.join(" "));
         return Ok(None);
     }
-    let mut env = binding::task_env(&pus, a.bind, omp.is_some());
-    if a.bind != BindMode::Omp {
-        let lib = preload_lib(a)?;
+    let mut env = binding::task_env(&pus, bind, omp.is_some());
+    if let Some(lib) = lib {
         let existing = std::env::var("LD_PRELOAD").ok();
         env.push((
             "LD_PRELOAD".into(),
@@ -211,6 +227,9 @@ fn cache_dir(a: &Args) -> Result<PathBuf> {
 
 fn preload_lib(a: &Args) -> Result<PathBuf> {
     if let Some(p) = &a.preload {
+        if !p.is_file() {
+            bail!("--preload {}: no such file", p.display());
+        }
         return Ok(p.clone());
     }
     let exe = std::env::current_exe().context("locating the cmlb binary")?;
