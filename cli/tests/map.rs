@@ -654,3 +654,26 @@ fn none_strategy_table_counts_the_threads_it_leaves_alone() {
     assert!(out.contains("threads:  4 "), "{out}");
     assert!(out.contains("no binding"), "{out}");
 }
+
+#[test]
+fn table_without_a_core_level_gives_each_pu_its_own_core() {
+    let dir = tempfile::tempdir().unwrap();
+    let comm = write(dir.path(), "comm.csv", COMM4);
+    let args = [
+        "map",
+        "--comm",
+        s(&comm),
+        "--topology",
+        "numa:2 pu:2",
+        "--strategy",
+        "compact",
+    ];
+    let out = ok(&args);
+    assert!(out.contains("  core P#0    PU 0: t0\n"), "{out}");
+    assert!(out.contains("  core P#1    PU 1: t1\n"), "{out}");
+    // The same cores as the JSON plan.
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let v: Value = serde_json::from_str(&ok(&json)).unwrap();
+    assert_eq!(v["assignment"][1]["core"], 1);
+}

@@ -298,12 +298,14 @@ fn plan_table(plan: &Plan, topo: &Topology, threads: usize) -> String {
             numa.capacity(),
             num(load)
         ));
-        // PUs of a core are consecutive in tree order: one line per core with threads.
+        // PUs of a core are consecutive in tree order: one line per core with threads. By the
+        // PU's core number (what JSON/YAML report), not its tree parent: a topology without a
+        // core level makes each PU its own core.
         let mut i = 0;
         while i < numa.pus.len() {
-            let core_node = topo.nodes[topo.pus[numa.pus[i]].node].parent;
+            let core = topo.pus[numa.pus[i]].core;
             let mut j = i;
-            while j < numa.pus.len() && topo.nodes[topo.pus[numa.pus[j]].node].parent == core_node {
+            while j < numa.pus.len() && topo.pus[numa.pus[j]].core == core {
                 j += 1;
             }
             let cells: Vec<String> = numa.pus[i..j]
