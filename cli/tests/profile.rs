@@ -192,6 +192,43 @@ fn gone_pid() {
 }
 
 #[test]
+fn an_all_zero_load_vector_is_reported() {
+    // Attached after the program touched its memory: watchpoint hits, hardly any page fault.
+    let mut prog = Command::new(wl("pairs"))
+        .args(["4", "4"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("prof");
+    let pid = prog.id().to_string();
+    let o = cmlb(
+        &[
+            "profile",
+            "--attach",
+            &pid,
+            "--duration",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let _ = prog.kill();
+    let _ = prog.wait();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let load = std::fs::read_to_string(out.join("load.csv")).unwrap();
+    let all_zero = load.lines().all(|l| l.trim().parse::<f64>() == Ok(0.0));
+    assert_eq!(
+        err.contains("load.csv is all zero"),
+        all_zero,
+        "warning must match load.csv:\n{load}\n{err}"
+    );
+}
+
+#[test]
 fn unwritable_output_dir() {
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("a-file");

@@ -255,6 +255,14 @@ fn profile_and_write(
     for w in &run.warnings {
         eprintln!("cmlb: warning: {w}");
     }
+    if p.load.iter().all(|&l| l == 0.0) {
+        // Typical of --attach: the process touched its memory before sampling began.
+        eprintln!(
+            "cmlb: warning: no sample fed the memory-load vector (load.csv is all zero), so \
+             plans from this profile balance thread counts, not memory load; profile the \
+             program from its start for a load vector"
+        );
+    }
     eprintln!(
         "cmlb: profile written to {} ({} backend, {} threads, {:.2} s)",
         a.out.display(),
