@@ -105,3 +105,49 @@ fn bad_eval_arguments_fail_with_one_line() {
     );
     assert!(!out.exists(), "no output on error");
 }
+
+#[test]
+fn plots_are_linked_where_they_are_written_and_names_stay_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A profile directory named like one of the built-in patterns.
+    let prof = tmp.path().join("pairs");
+    std::fs::create_dir_all(&prof).unwrap();
+    let n = 8;
+    let mut comm = String::new();
+    let mut yaml = "schema: 1\ncommand: [x]\nbackend: hand\nthreads:\n".to_string();
+    for i in 0..n {
+        let row: Vec<&str> = (0..n)
+            .map(|j| if i != j && i / 2 == j / 2 { "100" } else { "0" })
+            .collect();
+        comm.push_str(&(row.join(",") + "\n"));
+        yaml.push_str(&format!("- {{index: {i}, tid: {}}}\n", 100 + i));
+    }
+    std::fs::write(prof.join("comm.csv"), comm).unwrap();
+    std::fs::write(prof.join("load.csv"), "1\n".repeat(n)).unwrap();
+    std::fs::write(prof.join("profile.yaml"), yaml).unwrap();
+    let out = tmp.path().join("doc/eval.md");
+    let figs = tmp.path().join("doc/figs");
+    let o = cmlb(&[
+        "eval",
+        "--patterns",
+        "8",
+        "--numa",
+        "2",
+        "--scotch",
+        "off",
+        "--profile",
+        prof.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--plots",
+        figs.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("two inputs are named 'pairs'"), "{err}");
+    let md = std::fs::read_to_string(&out).unwrap();
+    assert!(md.contains("](figs/remote-2numa.svg)"), "{md}");
+    assert!(figs.join("remote-2numa.svg").is_file());
+    row(&md, 2, "pairs", "compact");
+    row(&md, 2, "pairs-2", "compact");
+}

@@ -536,7 +536,8 @@ pub fn summary_markdown(rows: &[EvalRow]) -> String {
 }
 
 /// The whole document: how it was made, the summary, then one full table per NUMA size.
-pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str) -> String {
+/// `plots`: the plot directory as the document should link it (relative to its own directory).
+pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str, plots: &str) -> String {
     let mut s = String::from("# Evaluation: cmlb strategies and Scotch on the same inputs\n\n");
     s.push_str(notes);
     s.push_str("\n## Inputs\n\n| input | threads | source |\n|---|---:|---|\n");
@@ -560,7 +561,7 @@ pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str) -> String {
             .unwrap_or_default();
         s.push_str(&format!(
             "\n## {numa} NUMA nodes\n\nSynthetic machine `{topo}` (or larger, to fit the thread count). \
-![RemoteComm, {numa} NUMA nodes](eval/remote-{numa}numa.svg)\n\n\
+![RemoteComm, {numa} NUMA nodes]({plots}/remote-{numa}numa.svg)\n\n\
 | input | strategy | RemoteComm | Load_std | quality | hop-bytes | mapping ms |\n\
 |---|---|---:|---:|---:|---:|---:|\n"
         ));
