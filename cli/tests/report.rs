@@ -365,3 +365,20 @@ fn bad_profile_dirs_fail_with_one_clear_line_and_no_output() {
         .collect();
     assert!(leftovers.is_empty(), "temporary dirs left: {leftovers:?}");
 }
+
+#[test]
+fn a_font_the_user_names_is_used_or_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prof = tmp.path().join("prof");
+    write_profile(&prof);
+    let out = tmp.path().join("rep");
+    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["report", s(&prof), "--topology", TOPO, "--out", s(&out)])
+        .env("CMLB_FONT", "/nonexistent/font.ttf")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("CMLB_FONT=/nonexistent/font.ttf"), "{err}");
+    assert!(!out.exists(), "no report with another font");
+}

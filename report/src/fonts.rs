@@ -33,12 +33,15 @@ pub fn ensure() -> Result<()> {
 
 fn load(candidates: &[&str], env: Option<&str>) -> std::result::Result<(String, Vec<u8>), String> {
     let mut tried = Vec::new();
-    let env_path = env.and_then(|v| std::env::var(v).ok());
-    for path in env_path
-        .iter()
-        .map(String::as_str)
-        .chain(candidates.iter().copied())
-    {
+    // A font the user named must be used or refused, never silently replaced.
+    if let Some((var, path)) = env.and_then(|v| Some(v).zip(std::env::var(v).ok())) {
+        if !path.is_empty() {
+            return std::fs::read(&path)
+                .map(|b| (path.clone(), b))
+                .map_err(|e| format!("{var}={path}: {e}"));
+        }
+    }
+    for path in candidates.iter().copied() {
         match std::fs::read(path) {
             Ok(bytes) => return Ok((path.to_string(), bytes)),
             Err(_) => tried.push(path.to_string()),
