@@ -147,6 +147,11 @@ pub extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *const *const c_c
             return 0;
         }
         slog::init();
+        // Panics are caught by `guarded` and reported through Slurm's log; the default hook
+        // would also write to the stderr of srun or slurmstepd. Where it happened: debug log.
+        std::panic::set_hook(Box::new(|info| {
+            ffi::log(LogLevel::Debug, &format!("cmlb: {info}"));
+        }));
         let args = args_of(ac, av);
         match options::parse_site(&args) {
             Ok(site) => with_state(|s| s.site = site),

@@ -51,16 +51,22 @@ fn warn(msg: &str) {
 }
 
 pub(crate) fn user_init(sp: spank_t) -> i32 {
-    let (site, broken, option) = with_state(|s| {
+    let (site, broken, option, option_bad) = with_state(|s| {
         s.step = None;
         (
             s.site.clone(),
             s.site_broken,
             s.option.as_ref().map(|o| o.1.clone()),
+            s.option_bad,
         )
     });
     if broken {
         return 0;
+    }
+    if option_bad {
+        // The value was logged by the option callback; falling back to CMLB_MAP or the site
+        // default would apply something the user did not ask for.
+        return degrade(&site, "--cmlb-map was not understood here");
     }
     let env = ffi::getenv(sp, crate::ENV_SWITCH);
     let opts = match effective(option, env.as_deref(), &site) {
@@ -137,7 +143,10 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
         .and_then(|v| v.trim().parse().ok())
         .filter(|n| *n > 0);
     let threads = omp_threads.unwrap_or(shares[0].len());
-    let user = user_name(uid);
+    // The job's environment has the name already; a passwd lookup may block on LDAP/SSSD.
+    let user = ffi::getenv(sp, "SLURM_JOB_USER")
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| user_name(uid));
     let nodename = ffi::getenv(sp, "SLURMD_NODENAME").unwrap_or_else(host_name);
     let scratch = PathBuf::from(options::expand_scratch(
         &site.scratch,
