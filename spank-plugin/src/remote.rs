@@ -174,7 +174,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             "libcmlb_preload.so not found next to the plugin ({}); set preload= in plugstack.conf",
             dir.display()
         ))
-    })?;
+    });
     let strategy_name = opts
         .strategy
         .clone()
@@ -223,7 +223,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             ));
             Ok(StepState {
                 opts: opts.clone(),
-                preload,
+                preload: preload?,
                 fail: None,
                 tasks,
             })
@@ -278,11 +278,16 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                 ));
                 return Ok(StepState {
                     opts: opts.clone(),
-                    preload,
+                    preload: preload?,
                     fail: None,
                     tasks,
                 });
             }
+            // bind=omp pins through the environment alone and needs no library.
+            let preload = match opts.bind {
+                BindMode::Omp => PathBuf::new(),
+                _ => preload?,
+            };
             let mut tasks = Vec::with_capacity(ntasks);
             let mut summary = None;
             for (t, share) in shares.iter().enumerate().take(ntasks) {

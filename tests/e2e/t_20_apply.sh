@@ -159,3 +159,11 @@ if id nobody >/dev/null 2>&1; then
     check "planted scratch: one warning naming the owner" test "$(grep -c "cmlb: warning: scratch directory $WORK/planted/root belongs to uid $(id -u nobody), not the job's uid 0; the step runs unpinned" "$WORK/pl.err")" -eq 1
     check "planted scratch: the program ran" test "$(grep -c '^thread ' "$WORK/pl.out")" -eq 2
 fi
+
+# Without the preload library (preload= points nowhere): bind=omp needs none and still pins
+# through the environment; the default bind=both warns and runs unpinned.
+start_cluster "scratch=$WORK/scratch/%u preload=$WORK/nonexistent/libcmlb_preload.so" || return
+srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=scatter,bind=omp" env >"$WORK/np_omp" 2>&1
+check "no preload library: bind=omp still exports OMP_PLACES" contains "$WORK/np_omp" "OMP_PLACES="
+srun -n1 -c2 --cmlb-map="apply:profile=$P" env >"$WORK/np_both" 2>&1
+check "no preload library: bind=both warns and runs unpinned" contains "$WORK/np_both" "libcmlb_preload.so not found"
