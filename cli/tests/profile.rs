@@ -281,6 +281,29 @@ fn run_anyway_runs_the_command_unprofiled_and_keeps_its_status() {
 }
 
 #[test]
+fn an_unrelated_directory_is_not_replaced_by_a_profile() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("data");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("results.txt"), "x").unwrap();
+    let marker = d.path().join("ran");
+    let o = cmlb(
+        &[
+            "profile",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+        &[],
+    );
+    fails(&o, None, &["not an earlier cmlb output (no profile.yaml)"]);
+    assert!(out.join("results.txt").is_file());
+    assert!(!marker.exists(), "checked before the command runs");
+}
+
+#[test]
 fn read_only_output_dir() {
     if nix::unistd::geteuid().is_root() {
         // Root may write into a read-only directory; the file-parent case above covers root.

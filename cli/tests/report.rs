@@ -382,3 +382,29 @@ fn a_font_the_user_names_is_used_or_refused() {
     assert!(err.contains("CMLB_FONT=/nonexistent/font.ttf"), "{err}");
     assert!(!out.exists(), "no report with another font");
 }
+
+#[test]
+fn the_report_never_replaces_its_inputs_or_unrelated_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let prof = tmp.path().join("prof");
+    write_profile(&prof);
+    let other = tmp.path().join("photos");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("precious.jpg"), "x").unwrap();
+    fails(
+        &["report", s(&prof), "--topology", TOPO, "--out", s(&other)],
+        &["not an earlier cmlb output (no index.html)"],
+    );
+    assert!(other.join("precious.jpg").is_file());
+    for out in [&prof, tmp.path()] {
+        fails(
+            &["report", s(&prof), "--topology", TOPO, "--out", s(out)],
+            &["contains the input", "replacing it would delete it"],
+        );
+    }
+    assert!(prof.join("profile.yaml").is_file());
+    // An earlier report is replaced.
+    let rep = tmp.path().join("rep");
+    ok(&["report", s(&prof), "--topology", TOPO, "--out", s(&rep)]);
+    ok(&["report", s(&prof), "--topology", TOPO, "--out", s(&rep)]);
+}

@@ -14,6 +14,7 @@ pub mod error;
 pub mod matrix;
 pub mod metrics;
 pub mod mram;
+pub mod output;
 pub mod plan;
 pub mod profile;
 pub mod reuse;

@@ -40,38 +40,4 @@ impl Plan {
     }
 }
 
-/// Write a file atomically: a temporary file in the same directory, then rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(MapError::io(
-            path,
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("directory {} does not exist", dir.display()),
-            ),
-        ));
-    }
-    // 0666 minus the umask, as a plain create would give: tempfile's own 0600 would make an
-    // exported topology or plan unreadable to anyone else (e.g. slurmstepd as the job user).
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".cmlb-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(|e| {
-            MapError::io(
-                path,
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot create a file in {}: {}", dir.display(), e.kind()),
-                ),
-            )
-        })?;
-    tmp.write_all(bytes).map_err(|e| MapError::io(path, e))?;
-    tmp.persist(path).map_err(|e| MapError::io(path, e.error))?;
-    Ok(())
-}
+pub use crate::output::write_atomic;

@@ -14,7 +14,7 @@
 use crate::error::{MapError, Result};
 use crate::matrix::CommMatrix;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub mod samples;
 
@@ -161,6 +161,7 @@ impl Profile {
         dir: &Path,
         samples: Option<&[samples::LoggedSample]>,
     ) -> Result<()> {
+        crate::output::check_output_dir(dir, "profile.yaml", &[])?;
         let parent = dir
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -198,32 +199,12 @@ impl Profile {
         if let Some(log) = samples {
             samples::write_samples_csv(&t.join(samples::SAMPLES_FILE), log)?;
         }
-        replace_dir(tmp.keep(), dir)
+        crate::output::replace_dir(tmp.keep(), dir)
     }
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).map_err(|e| MapError::io(path, e))
-}
-
-/// Move the finished directory `from` to `to`, replacing an existing `to` only at the end.
-fn replace_dir(from: PathBuf, to: &Path) -> Result<()> {
-    if to.exists() {
-        let old = to.with_extension(format!("old-{}", std::process::id()));
-        std::fs::rename(to, &old).map_err(|e| MapError::io(to, e))?;
-        if let Err(e) = std::fs::rename(&from, to) {
-            let _ = std::fs::rename(&old, to);
-            let _ = std::fs::remove_dir_all(&from);
-            return Err(MapError::io(to, e));
-        }
-        let _ = std::fs::remove_dir_all(&old);
-        Ok(())
-    } else {
-        std::fs::rename(&from, to).map_err(|e| {
-            let _ = std::fs::remove_dir_all(&from);
-            MapError::io(to, e)
-        })
-    }
 }
 
 /// Parse a comma-separated numeric table. Accepts a trailing comma (EagerMap's files),

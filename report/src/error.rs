@@ -26,6 +26,9 @@ pub enum ReportError {
     /// The output location is unusable.
     #[error("output: {0}")]
     Output(String),
+    /// Checking or replacing the output directory failed (see `mapper::output`).
+    #[error(transparent)]
+    Map(#[from] mapper::MapError),
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;

@@ -46,6 +46,7 @@ pub const FIGURES: [&str; 5] = ["heatmap", "heatmap-plan", "timeline", "load", "
 
 /// Render the report into `out` (replaced atomically if it exists). Returns the paths written.
 pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
+    mapper::output::check_output_dir(out, "index.html", &[input.profile_dir])?;
     let view = PlanView::new(input.plan, input.topology, input.profile.comm.n())?;
     fonts::ensure()?;
     let parent = out
@@ -117,38 +118,11 @@ pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
     let page = html::page(input, &view, &names);
     let index = dir.join("index.html");
     std::fs::write(&index, page).map_err(|e| ReportError::io(&index, e))?;
-    replace_dir(tmp.keep(), out)?;
+    mapper::output::replace_dir(tmp.keep(), out)?;
     let mut written = vec![out.join("index.html")];
     for name in names {
         written.push(out.join(format!("{name}.png")));
         written.push(out.join(format!("{name}.svg")));
     }
     Ok(written)
-}
-
-/// Move the finished directory `from` to `to`; an existing `to` is replaced only at the end.
-fn replace_dir(from: PathBuf, to: &Path) -> Result<()> {
-    if to.exists() {
-        if !to.is_dir() {
-            let _ = std::fs::remove_dir_all(&from);
-            return Err(ReportError::Output(format!(
-                "{} exists and is not a directory",
-                to.display()
-            )));
-        }
-        let old = to.with_extension(format!("old-{}", std::process::id()));
-        std::fs::rename(to, &old).map_err(|e| ReportError::io(to, e))?;
-        if let Err(e) = std::fs::rename(&from, to) {
-            let _ = std::fs::rename(&old, to);
-            let _ = std::fs::remove_dir_all(&from);
-            return Err(ReportError::io(to, e));
-        }
-        let _ = std::fs::remove_dir_all(&old);
-        Ok(())
-    } else {
-        std::fs::rename(&from, to).map_err(|e| {
-            let _ = std::fs::remove_dir_all(&from);
-            ReportError::io(to, e)
-        })
-    }
 }

@@ -105,12 +105,8 @@ fn ms(v: f64, what: &str) -> Result<Duration> {
 /// Fail before running anything if the profile cannot be written where asked. Nothing is
 /// created here: the nearest existing ancestor must be a writable directory.
 pub(crate) fn check_output_dir(out: &Path) -> Result<()> {
-    if out.exists() && !out.is_dir() {
-        bail!(
-            "output {} exists and is not a directory: choose another --out",
-            out.display()
-        );
-    }
+    // Only a new, empty or earlier profile directory may be replaced.
+    mapper::output::check_output_dir(out, "profile.yaml", &[])?;
     let mut anc = out.parent().map(Path::to_path_buf);
     while let Some(a) = anc.clone() {
         if a.as_os_str().is_empty() {

@@ -55,6 +55,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             a.profile.display()
         );
     }
+    let out = a.out.clone().unwrap_or_else(|| a.profile.join("report"));
+    // Before any work: the output must not replace the inputs or unrelated files.
+    let mut inputs = vec![a.profile.as_path()];
+    inputs.extend(a.plan.as_deref());
+    mapper::output::check_output_dir(&out, "index.html", &inputs)?;
     let profile = Profile::read_dir(&a.profile)?;
     let topo = super::topology::load(&a.topology, a.cpuset.as_deref())?;
     let input = MapInput {
@@ -83,7 +88,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     };
     let compare = compare(&input, samples.as_ref(), None);
-    let out = a.out.clone().unwrap_or_else(|| a.profile.join("report"));
     let written = report::write_report(
         &report::ReportInput {
             profile: &profile,
