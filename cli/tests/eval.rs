@@ -86,8 +86,18 @@ fn bad_eval_arguments_fail_with_one_line() {
         &["multiple of 8"],
     );
     fails(
+        &["eval", "--patterns", "99999992", "--out", o],
+        &["up to 4096"],
+    );
+    fails(
         &["eval", "--scotch", "/nonexistent/gmap", "--out", o],
         &["/nonexistent/gmap"],
+    );
+    let not_exec = tmp.path().join("gmap.txt");
+    std::fs::write(&not_exec, "x").unwrap();
+    fails(
+        &["eval", "--scotch", not_exec.to_str().unwrap(), "--out", o],
+        &["gmap.txt", "not executable"],
     );
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

@@ -304,6 +304,46 @@ fn an_unrelated_directory_is_not_replaced_by_a_profile() {
 }
 
 #[test]
+fn huge_time_spans_are_errors_not_panics() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("prof");
+    let marker = d.path().join("ran");
+    for (opt, v, needle) in [
+        (
+            "--duration",
+            "1e300",
+            "--duration must be at most 1e8 seconds",
+        ),
+        (
+            "--duration",
+            "1e19",
+            "--duration must be at most 1e8 seconds",
+        ),
+        (
+            "--watch-interval-ms",
+            "1e300",
+            "--watch-interval-ms must be at most 1e11 milliseconds",
+        ),
+    ] {
+        let o = cmlb(
+            &[
+                "profile",
+                opt,
+                v,
+                "--out",
+                out.to_str().unwrap(),
+                "--",
+                "touch",
+                marker.to_str().unwrap(),
+            ],
+            &[],
+        );
+        fails(&o, Some(&out), &[needle]);
+        assert!(!marker.exists(), "{opt} {v}: the command ran");
+    }
+}
+
+#[test]
 fn read_only_output_dir() {
     if nix::unistd::geteuid().is_root() {
         // Root may write into a read-only directory; the file-parent case above covers root.

@@ -225,6 +225,10 @@ fn bad_arguments_are_clear_errors() {
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("--time must be a positive number of seconds")
     );
+    // Far beyond any real time span: an error, not an Instant overflow panic after a pre-run.
+    let o = cmlb(&["run", "--time", "1e300", "--", "true"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--time must be at most 1e8 seconds"));
     let o = cmlb(&["run", "--strategy", "nosuch", "--", "true"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy 'nosuch'"));

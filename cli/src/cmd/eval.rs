@@ -43,15 +43,19 @@ pub struct Args {
     pub plots: Option<PathBuf>,
 }
 
+/// Largest `--patterns` size: the benchmark's largest job. Each pattern is a dense n×n
+/// matrix, and every strategy runs on it, so far larger sizes only exhaust memory.
+const MAX_PATTERN_THREADS: usize = 4096;
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.numa.is_empty() || a.numa.contains(&0) {
         anyhow::bail!("--numa: give NUMA node counts >= 1, e.g. 2,4,8");
     }
     let mut inputs = Vec::new();
     if a.patterns > 0 {
-        if a.patterns < 8 || a.patterns % 8 != 0 {
+        if a.patterns < 8 || a.patterns % 8 != 0 || a.patterns > MAX_PATTERN_THREADS {
             anyhow::bail!(
-                "--patterns {}: use a multiple of 8 (or 0 for none)",
+                "--patterns {}: use a multiple of 8 up to {MAX_PATTERN_THREADS} (or 0 for none)",
                 a.patterns
             );
         }
@@ -98,6 +102,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let p = PathBuf::from(p);
             if !p.is_file() {
                 anyhow::bail!("--scotch {}: no such program", p.display());
+            }
+            if nix::unistd::access(&p, nix::unistd::AccessFlags::X_OK).is_err() {
+                anyhow::bail!("--scotch {}: not executable", p.display());
             }
             Some(p)
         }

@@ -99,6 +99,12 @@ fn ms(v: f64, what: &str) -> Result<Duration> {
     if !(v.is_finite() && v > 0.0) {
         bail!("--{what} must be a positive number of milliseconds, got {v}");
     }
+    if v / 1000.0 > super::MAX_SECS {
+        bail!(
+            "--{what} must be at most {:e} milliseconds, got {v:e}",
+            super::MAX_SECS * 1000.0
+        );
+    }
     Ok(Duration::from_secs_f64(v / 1000.0))
 }
 
@@ -155,13 +161,10 @@ pub fn run(a: Args) -> Result<i32> {
         (None, true) => bail!("nothing to profile: give a command after `--` or --attach PID"),
         (Some(_), false) => bail!("give either --attach PID or a command, not both"),
     };
-    let duration = match a.duration {
-        Some(d) if !(d.is_finite() && d > 0.0) => {
-            bail!("--duration must be a positive number of seconds, got {d}")
-        }
-        Some(d) => Some(Duration::from_secs_f64(d)),
-        None => None,
-    };
+    let duration = a
+        .duration
+        .map(|d| super::positive_secs(d, "--duration"))
+        .transpose()?;
     let launched = match &target {
         Target::Launch(argv) if a.run_anyway => Some(argv.clone()),
         _ => None,

@@ -86,12 +86,7 @@ struct Binding {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if !(a.time.is_finite() && a.time > 0.0) {
-        bail!(
-            "--time must be a positive number of seconds, got {}",
-            a.time
-        );
-    }
+    super::positive_secs(a.time, "--time")?;
     strategy::by_name(&a.strategy)?;
     let binding = match plan(&a) {
         Ok(b) => b,
