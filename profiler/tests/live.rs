@@ -125,3 +125,31 @@ fn child_processes_only_with_follow_children() {
     assert_eq!(counts[0], vec!["sh"]);
     assert_eq!(counts[1], vec!["sh", "nosharing", "nosharing"]);
 }
+
+#[test]
+fn watch_backend_follows_children_into_the_process_with_the_threads() {
+    // The shell forks (`; true` keeps it from exec'ing the workload in its place) and waits:
+    // the words must come from the workload's address space, not the shell's.
+    let wl = common::argv("pairs", 4, 1.0);
+    let script = format!("{} {} {} > /dev/null; true", wl[0], wl[1], wl[2]);
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = ProfileConfig::new(Target::Launch(vec!["sh".into(), "-c".into(), script]));
+    cfg.backend = Backend::Watch;
+    cfg.follow_children = true;
+    let run = run_profile(&cfg).unwrap();
+    assert!(run.exit_status.unwrap().success());
+    let names: Vec<&str> = run
+        .profile
+        .meta
+        .threads
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["sh", "pairs", "pairs", "pairs", "pairs"]);
+    assert!(run.watch_samples > 0, "no watchpoint hits");
+    // The shell is thread 0, so the workload's pairs (0,1) and (2,3) are (1,2) and (3,4).
+    let c = &run.profile.comm;
+    let inside = c.get(1, 2) + c.get(3, 4);
+    let across = c.get(1, 3) + c.get(1, 4) + c.get(2, 3) + c.get(2, 4);
+    assert!(inside > 4.0 * across, "inside {inside} across {across}");
+}

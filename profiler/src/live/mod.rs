@@ -316,15 +316,40 @@ struct Collected {
     lost: u64,
     throttled: u64,
     skipped: u64,
+    /// Watchpoint hits in a process other than the one whose words were armed.
+    foreign_hits: u64,
 }
 
 impl Collected {
-    fn absorb(&mut self, recs: &mut Vec<(StreamKind, Rec)>, sched: Option<&mut watch::Scheduler>) {
-        let mut sched = sched;
+    /// Sort out drained records; returns the number of watchpoint hits (kept or not: each
+    /// cost a trap). `live`: the followed processes (with `--follow-children`), kept up to
+    /// date so the scheduler can pick whose words to watch.
+    fn absorb(
+        &mut self,
+        recs: &mut Vec<(StreamKind, Rec)>,
+        mut sched: Option<&mut watch::Scheduler>,
+        mut live: Option<&mut threads::ThreadTable>,
+    ) -> u32 {
+        if live.is_some() {
+            // A process's FORK must come before its threads', its exec before its new faults;
+            // the ring buffers are per CPU, so only time puts them in order.
+            recs.sort_by_key(|(_, r)| match r {
+                Rec::Sample { time, .. }
+                | Rec::Fork { time, .. }
+                | Rec::Exit { time, .. }
+                | Rec::Comm { time, .. } => *time,
+                _ => 0,
+            });
+        }
+        let watched = sched.as_ref().and_then(|s| s.watched_pid());
+        let mut hits = 0;
         for (kind, rec) in recs.drain(..) {
             match rec {
                 Rec::Sample {
-                    tid, time, addr, ..
+                    pid,
+                    tid,
+                    time,
+                    addr,
                 } => {
                     let s = Sample {
                         tid,
@@ -336,11 +361,18 @@ impl Collected {
                     match kind {
                         StreamKind::Faults => {
                             if let Some(sc) = sched.as_deref_mut() {
-                                sc.add_fault(tid, addr);
+                                sc.add_fault(pid, tid, addr);
                             }
                             self.fault.push(s);
                         }
-                        StreamKind::Watch(_) => self.watch.push(s),
+                        StreamKind::Watch(_) => {
+                            hits += 1;
+                            if watched.is_none_or(|w| w == pid) {
+                                self.watch.push(s);
+                            } else {
+                                self.foreign_hits += 1;
+                            }
+                        }
                         StreamKind::Hw(_) => self.hw.push(s),
                     }
                 }
@@ -348,10 +380,15 @@ impl Collected {
                 Rec::Lost(n) => self.lost += n,
                 Rec::Throttle => self.throttled += 1,
                 r @ (Rec::Fork { .. } | Rec::Comm { .. } | Rec::Exit { .. }) => {
+                    let gone = live.as_deref_mut().and_then(|t| t.apply(&r));
+                    if let (Some(pid), Some(sc)) = (gone, sched.as_deref_mut()) {
+                        sc.forget_process(pid);
+                    }
                     self.task_recs.push(r)
                 }
             }
         }
+        hits
     }
 }
 
@@ -465,6 +502,11 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         watch::Scheduler::new(watch_cfg, start, root as u64 ^ 0x9e37_79b9_7f4a_7c15)
     });
     let mut address_space = watch::ProcAddressSpace::new(root);
+    // With --follow-children the root is often a shell or launcher that only waits: the
+    // words are taken from the followed process with the most live threads instead.
+    let mut followed = cfg
+        .follow_children
+        .then(|| threads::ThreadTable::new(root, existing.clone(), true));
     let mut data = Collected::default();
     let mut recs = Vec::new();
     let mut exit_status = None;
@@ -476,13 +518,14 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         for s in streams.iter_mut() {
             data.skipped += s.drain(&mut recs);
         }
-        let hits_before = data.watch.len();
-        data.absorb(&mut recs, sched.as_mut());
+        let hits = data.absorb(&mut recs, sched.as_mut(), followed.as_mut());
         let now = Instant::now();
         if let Some(sc) = sched.as_mut() {
-            sc.add_hits((data.watch.len() - hits_before) as u32, now);
-        }
-        if let Some(sc) = sched.as_mut() {
+            sc.add_hits(hits, now);
+            // Read by the scheduler only when it chooses a new set of words.
+            if let Some(pid) = followed.as_ref().and_then(|t| t.busiest_process()) {
+                address_space.set_pid(pid);
+            }
             match sc.step(now, &mut address_space) {
                 Some(watch::Action::Arm(addrs)) => {
                     for s in streams.iter_mut() {
@@ -578,7 +621,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         let _ = s.sampler.as_counter_mut().disable();
         data.skipped += s.drain(&mut recs);
     }
-    data.absorb(&mut recs, None);
+    data.absorb(&mut recs, sched.as_mut(), None);
     drop(streams);
     if cfg.progress && elapsed > Duration::from_secs(2) {
         eprint!("\r\x1b[K");
@@ -607,9 +650,11 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         warnings.push("stopped by a signal before the process exited".into());
     }
     log::debug!(
-        "profile: {} skipped records, {} watchpoint ioctl errors",
+        "profile: {} skipped records, {} watchpoint ioctl errors, {} watchpoint hits in \
+         other processes",
         data.skipped,
-        watch_errors
+        watch_errors,
+        data.foreign_hits
     );
 
     // Thread identity from the task records, in time order.
@@ -686,4 +731,51 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
 
 fn fmt_ms(d: Duration) -> String {
     format!("{}", d.as_secs_f64() * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process with unknown mappings (every fault address is a candidate).
+    struct Pid(i32);
+
+    impl watch::AddressSpace for Pid {
+        fn pid(&self) -> Option<i32> {
+            Some(self.0)
+        }
+        fn writable(&mut self) -> Vec<(u64, u64)> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn hits_of_other_processes_are_not_kept() {
+        let t0 = Instant::now();
+        let cfg = WatchConfig::default();
+        let mut sched = watch::Scheduler::new(cfg, t0, 1);
+        sched.add_fault(300, 300, 0x7f00_0000_0000);
+        assert!(matches!(
+            sched.step(t0 + cfg.interval, &mut Pid(300)),
+            Some(watch::Action::Arm(_))
+        ));
+        let hit = |pid, tid| {
+            (
+                StreamKind::Watch(0),
+                Rec::Sample {
+                    pid,
+                    tid,
+                    time: 1,
+                    addr: 0x7f00_0000_0000,
+                },
+            )
+        };
+        // The shell (pid 100) touches the same address in its own memory.
+        let mut recs = vec![hit(300, 301), hit(100, 100), hit(300, 300)];
+        let mut data = Collected::default();
+        assert_eq!(data.absorb(&mut recs, Some(&mut sched), None), 3);
+        let tids: Vec<i32> = data.watch.iter().map(|s| s.tid).collect();
+        assert_eq!(tids, vec![301, 300]);
+        assert_eq!(data.foreign_hits, 1);
+    }
 }

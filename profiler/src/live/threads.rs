@@ -1,5 +1,7 @@
 //! Thread identity: creation order inside the profiled process, from the kernel's FORK/COMM
 //! records (main thread = 0), not from tid values.
+//! During a run the same records tell which followed process has the most live threads (the
+//! watch backend takes its words from it).
 
 use super::records::Rec;
 use std::collections::{HashMap, HashSet};
@@ -19,6 +21,10 @@ pub struct ThreadTable {
     procs: HashSet<i32>,
     threads: Vec<TrackedThread>,
     by_tid: HashMap<i32, usize>,
+    /// Threads not exited yet: tid -> pid, and the count per process (a process without
+    /// live threads has no entry).
+    live: HashMap<i32, i32>,
+    live_per_process: HashMap<i32, usize>,
 }
 
 impl ThreadTable {
@@ -29,6 +35,8 @@ impl ThreadTable {
             procs: HashSet::from([root_pid]),
             threads: Vec::new(),
             by_tid: HashMap::new(),
+            live: HashMap::new(),
+            live_per_process: HashMap::new(),
         };
         for (tid, name) in existing {
             t.add(tid, root_pid, name);
@@ -37,6 +45,9 @@ impl ThreadTable {
     }
 
     fn add(&mut self, tid: i32, pid: i32, name: String) {
+        if self.live.insert(tid, pid).is_none() {
+            *self.live_per_process.entry(pid).or_default() += 1;
+        }
         if self.by_tid.contains_key(&tid) {
             return;
         }
@@ -44,8 +55,9 @@ impl ThreadTable {
         self.threads.push(TrackedThread { tid, pid, name });
     }
 
-    /// Apply task records, which must be sorted by time.
-    pub fn apply(&mut self, rec: &Rec) {
+    /// Apply task records, which must be sorted by time. Returns the pid of a tracked process
+    /// whose address space just went away: it exec'd or its last thread exited.
+    pub fn apply(&mut self, rec: &Rec) -> Option<i32> {
         match rec {
             Rec::Fork {
                 pid,
@@ -68,13 +80,41 @@ impl ThreadTable {
                     self.add(*tid, *pid, parent_name);
                 }
             }
-            Rec::Comm { tid, name, .. } => {
+            Rec::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+                ..
+            } => {
                 if let Some(&i) = self.by_tid.get(tid) {
                     self.threads[i].name = name.clone();
+                    if *exec {
+                        return Some(*pid);
+                    }
+                }
+            }
+            Rec::Exit { tid, .. } => {
+                let pid = self.live.remove(tid)?;
+                let n = self.live_per_process.get_mut(&pid)?;
+                *n -= 1;
+                if *n == 0 {
+                    self.live_per_process.remove(&pid);
+                    return Some(pid);
                 }
             }
             _ => {}
         }
+        None
+    }
+
+    /// The tracked process with the most live threads, the newest one on a tie (a launcher
+    /// or shell waiting for its child has as many threads as a single-threaded child).
+    pub fn busiest_process(&self) -> Option<i32> {
+        self.live_per_process
+            .iter()
+            .max_by_key(|&(pid, n)| (*n, self.by_tid.get(pid)))
+            .map(|(&pid, _)| pid)
     }
 
     /// Creation index of a tid, if it belongs to the profiled process(es).
@@ -167,6 +207,47 @@ mod tests {
         assert_eq!(t.index(300), Some(1));
         assert_eq!(t.index(301), Some(2));
         assert_eq!(t.index(400), None);
+    }
+
+    #[test]
+    fn busiest_process_follows_forks_execs_and_exits() {
+        let exit = |pid, tid| Rec::Exit { pid, tid, time: 0 };
+        let mut t = ThreadTable::new(100, vec![(100, "sh".into())], true);
+        assert_eq!(t.busiest_process(), Some(100));
+        // The shell's child: one thread each, the newer process wins.
+        t.apply(&fork(300, 100, 300, 100));
+        assert_eq!(t.busiest_process(), Some(300));
+        let exec = Rec::Comm {
+            pid: 300,
+            tid: 300,
+            time: 0,
+            name: "app".into(),
+            exec: true,
+        };
+        assert_eq!(t.apply(&exec), Some(300), "exec replaces the address space");
+        t.apply(&fork(300, 300, 301, 300));
+        t.apply(&fork(300, 300, 302, 300));
+        // A newer single-threaded process does not beat one with three threads.
+        t.apply(&fork(400, 100, 400, 100));
+        assert_eq!(t.busiest_process(), Some(300));
+        assert_eq!(t.apply(&exit(300, 301)), None);
+        assert_eq!(t.apply(&exit(300, 302)), None);
+        assert_eq!(
+            t.busiest_process(),
+            Some(400),
+            "one thread each: the newest"
+        );
+        assert_eq!(
+            t.apply(&exit(400, 400)),
+            Some(400),
+            "its last thread exited"
+        );
+        assert_eq!(t.busiest_process(), Some(300));
+        assert_eq!(t.apply(&exit(300, 300)), Some(300));
+        assert_eq!(t.busiest_process(), Some(100));
+        // Exits of unknown threads change nothing; numbering keeps the exited threads.
+        assert_eq!(t.apply(&exit(999, 999)), None);
+        assert_eq!(t.index(302), Some(3));
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub enum Action {
 
 /// What the scheduler needs to know about the profiled process's memory.
 pub trait AddressSpace {
+    /// The process the words are chosen for: only its fault addresses are candidates (the
+    /// same address in another process is other memory). `None`: every candidate.
+    fn pid(&self) -> Option<i32> {
+        None
+    }
     /// Current writable data mappings, `(start, end)`; empty when unknown (disables the filter).
     fn writable(&mut self) -> Vec<(u64, u64)>;
     /// Whether the page holding `addr` is in memory; `true` when that cannot be known.
@@ -129,9 +134,18 @@ impl ProcAddressSpace {
             pagemap: None,
         }
     }
+
+    /// Choose the next words in this process (takes effect at the next `writable`).
+    pub fn set_pid(&mut self, pid: i32) {
+        self.pid = pid;
+    }
 }
 
 impl AddressSpace for ProcAddressSpace {
+    fn pid(&self) -> Option<i32> {
+        Some(self.pid)
+    }
+
     fn writable(&mut self) -> Vec<(u64, u64)> {
         // Reopened with every new word set: an open pagemap stays bound to the address space
         // it was opened on, and a launched command replaces its own with exec.
@@ -161,15 +175,26 @@ const RESIDENT_TRIES: usize = 64;
 /// Max fault addresses remembered per owning thread (reservoir sample).
 const PER_OWNER: usize = 512;
 
+/// Fault addresses first touched by one thread.
+#[derive(Default)]
+struct Owner {
+    pid: i32,
+    seen: u64,
+    addrs: Vec<u64>,
+}
+
 pub struct Scheduler {
     cfg: WatchConfig,
-    owners: BTreeMap<i32, (u64, Vec<u64>)>,
+    /// By tid.
+    owners: BTreeMap<i32, Owner>,
     next_owner: usize,
     rng: u64,
     armed: bool,
     next_at: Instant,
     windows_left: u32,
     current: Vec<u64>,
+    /// The process `current` was chosen in (`AddressSpace::pid`).
+    current_pid: Option<i32>,
     window_start: Instant,
     hits: u32,
     pub windows: u64,
@@ -189,6 +214,7 @@ impl Scheduler {
             next_at: start + cfg.interval,
             windows_left: 0,
             current: Vec::new(),
+            current_pid: None,
             window_start: start,
             hits: 0,
             windows: 0,
@@ -204,19 +230,38 @@ impl Scheduler {
         self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    /// Remember a first-touch fault address and the thread that faulted it.
-    pub fn add_fault(&mut self, tid: i32, addr: u64) {
+    /// Remember a first-touch fault address and the thread (and its process) that faulted it.
+    pub fn add_fault(&mut self, pid: i32, tid: i32, addr: u64) {
         let r = self.rand();
-        let (seen, v) = self.owners.entry(tid).or_default();
-        *seen += 1;
-        if v.len() < PER_OWNER {
-            v.push(addr);
+        let o = self.owners.entry(tid).or_default();
+        o.pid = pid;
+        o.seen += 1;
+        if o.addrs.len() < PER_OWNER {
+            o.addrs.push(addr);
         } else {
-            let j = (r % *seen) as usize;
+            let j = (r % o.seen) as usize;
             if j < PER_OWNER {
-                v[j] = addr;
+                o.addrs[j] = addr;
             }
         }
+    }
+
+    /// A process's address space went away (exec or exit): its fault addresses mean nothing
+    /// now, and if its words are watched the window ends and new words are chosen.
+    pub fn forget_process(&mut self, pid: i32) {
+        self.owners.retain(|_, o| o.pid != pid);
+        if self.current_pid == Some(pid) {
+            self.current.clear();
+            if self.armed {
+                self.next_at = self.window_start;
+            }
+        }
+    }
+
+    /// The process whose words are (or were last) armed: hits from other processes are at
+    /// the same addresses in other memory.
+    pub fn watched_pid(&self) -> Option<i32> {
+        self.current_pid
     }
 
     /// When the scheduler next needs to act.
@@ -254,6 +299,7 @@ impl Scheduler {
         }
         if self.windows_left == 0 || self.current.is_empty() {
             self.current = self.choose(mem);
+            self.current_pid = mem.pid();
             self.windows_left = self.cfg.hold;
         }
         if self.current.is_empty() {
@@ -273,7 +319,13 @@ impl Scheduler {
         let writable = mem.writable();
         let mut chosen = Vec::new();
         let mut lines = HashSet::new();
-        let owners: Vec<i32> = self.owners.keys().copied().collect();
+        let pid = mem.pid();
+        let owners: Vec<i32> = self
+            .owners
+            .iter()
+            .filter(|(_, o)| pid.is_none_or(|p| o.pid == p))
+            .map(|(&tid, _)| tid)
+            .collect();
         let mut tries = 0;
         let mut take = |a: u64, chosen: &mut Vec<u64>| {
             let a = a & !7;
@@ -287,7 +339,7 @@ impl Scheduler {
             let o = owners[self.next_owner % owners.len()];
             self.next_owner += 1;
             let r = self.rand();
-            let v = &self.owners[&o].1;
+            let v = &self.owners[&o].addrs;
             let a = v[(r % v.len() as u64) as usize];
             if writable.is_empty() || inside(&writable, a) {
                 take(a, &mut chosen);
@@ -396,7 +448,7 @@ mod tests {
         let mut s = Scheduler::new(cfg, t0, 7);
         for tid in 1..=4 {
             for p in 0..10u64 {
-                s.add_fault(tid, (tid as u64) << 32 | p << 12);
+                s.add_fault(100, tid, (tid as u64) << 32 | p << 12);
             }
         }
         let mut no_maps = Vec::new;
@@ -434,7 +486,7 @@ mod tests {
         };
         let t0 = Instant::now();
         let mut s = Scheduler::new(cfg, t0, 3);
-        s.add_fault(1, 0x1000_0000);
+        s.add_fault(100, 1, 0x1000_0000);
         let mut no_maps = Vec::new;
         let t1 = t0 + cfg.interval;
         assert!(matches!(s.step(t1, &mut no_maps), Some(Action::Arm(_))));
@@ -466,9 +518,9 @@ mod tests {
         let cfg = WatchConfig::default();
         let t0 = Instant::now();
         let mut s = Scheduler::new(cfg, t0, 5);
-        s.add_fault(1, 0x5555_0080); // GOT slot
-        s.add_fault(1, 0x7f10_0000_2010); // heap
-        s.add_fault(2, 0x7f00_0000_0400); // code
+        s.add_fault(100, 1, 0x5555_0080); // GOT slot
+        s.add_fault(100, 1, 0x7f10_0000_2010); // heap
+        s.add_fault(100, 2, 0x7f00_0000_0400); // code
         let mut armed = HashSet::new();
         let mut t = t0;
         for _ in 0..40 {
@@ -485,11 +537,67 @@ mod tests {
         }
         // Unknown mappings (empty list): no filter, every candidate may be watched.
         let mut s = Scheduler::new(cfg, t0, 5);
-        s.add_fault(1, 0x5555_0080);
+        s.add_fault(100, 1, 0x5555_0080);
         match s.step(t0 + cfg.interval, &mut Vec::new) {
             Some(Action::Arm(a)) => assert_eq!(a, vec![0x5555_0080]),
             other => panic!("expected an arm action, got {other:?}"),
         }
+    }
+
+    /// A fixed process and its mappings (no residency information).
+    struct Proc(i32, Vec<(u64, u64)>);
+
+    impl AddressSpace for Proc {
+        fn pid(&self) -> Option<i32> {
+            Some(self.0)
+        }
+        fn writable(&mut self) -> Vec<(u64, u64)> {
+            self.1.clone()
+        }
+    }
+
+    #[test]
+    fn words_come_from_one_process_and_its_exec_forgets_them() {
+        // A shell (pid 100) and its forked child (pid 300) fault at the same addresses
+        // before the child execs: the words for the child are the child's faults only.
+        let maps = vec![(0x5500_0000_0000, 0x5500_0010_0000)];
+        let cfg = WatchConfig {
+            slots: 1,
+            hold: 1,
+            ..WatchConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 9);
+        s.add_fault(100, 100, 0x5500_0000_1000);
+        s.add_fault(300, 300, 0x5500_0000_2000);
+        let mut child = Proc(300, maps.clone());
+        let t1 = t0 + cfg.interval;
+        assert_eq!(
+            s.step(t1, &mut child),
+            Some(Action::Arm(vec![0x5500_0000_2000]))
+        );
+        assert_eq!(s.watched_pid(), Some(300));
+        // The child execs while its word is armed: the window ends now, its old faults are
+        // forgotten and the next words come from its new faults.
+        s.forget_process(300);
+        assert_eq!(s.next_at(), t1);
+        assert_eq!(s.step(t1, &mut child), Some(Action::Disarm));
+        s.add_fault(300, 301, 0x5500_0000_3000);
+        let mut arms = 0;
+        for _ in 0..8 {
+            let t = s.next_at();
+            if let Some(Action::Arm(a)) = s.step(t, &mut child) {
+                assert_eq!(a, vec![0x5500_0000_3000]);
+                arms += 1;
+            }
+        }
+        assert_eq!(arms, 4);
+        // Forgetting another process leaves the armed set alone.
+        let armed = s.is_armed();
+        let next = s.next_at();
+        s.forget_process(100);
+        assert_eq!((s.is_armed(), s.next_at()), (armed, next));
+        assert_eq!(s.watched_pid(), Some(300));
     }
 
     /// Writable mappings with only some pages resident, as after `--attach`.
