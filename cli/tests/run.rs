@@ -246,4 +246,23 @@ fn bad_arguments_are_clear_errors() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/prog"));
+    // Without a profile too: one error, before any pre-run of a program that cannot start.
+    let o = cmlb(&[
+        "run",
+        "--cache",
+        d.path().to_str().unwrap(),
+        "--",
+        "nosuchcmd-xyz",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot run nosuchcmd-xyz: command not found in PATH"),
+        "{err}"
+    );
+    // The pre-run's options are checked by run itself (clap: usage error, status 2).
+    let o = cmlb(&["run", "--backend", "bogus", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown backend 'bogus'"));
 }

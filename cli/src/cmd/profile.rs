@@ -89,7 +89,7 @@ pub struct Args {
     command: Vec<String>,
 }
 
-fn parse_backend(s: &str) -> Result<Backend, String> {
+pub(crate) fn parse_backend(s: &str) -> Result<Backend, String> {
     Backend::parse(s).ok_or_else(|| {
         format!("unknown backend '{s}' (expected auto, hw, numa-faults, watch or faults)")
     })

@@ -51,11 +51,12 @@ pub struct Args {
     /// Longest profiling pre-run, in seconds (the program is stopped after that).
     #[arg(long, default_value_t = 3.0, value_name = "SECS")]
     pub time: f64,
-    /// Profiler backend for the pre-run (see `cmlb profile --help`).
-    #[arg(long)]
+    /// Profiler backend for the pre-run: auto, hw, numa-faults, watch or faults (see
+    /// `cmlb profile --help`).
+    #[arg(long, value_parser = parse_backend)]
     pub backend: Option<String>,
     /// Sample period for the pre-run (`cmlb profile --period`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub period: Option<u64>,
     /// omp, preload or both.
     #[arg(long, default_value = "both", value_parser = parse_bind)]
@@ -74,6 +75,12 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+/// Checked here, not only by the pre-run's `cmlb profile`: its usage error would otherwise
+/// surface as a warning in the middle of the output and an unpinned run.
+fn parse_backend(s: &str) -> Result<String, String> {
+    super::profile::parse_backend(s).map(|_| s.to_string())
+}
+
 fn parse_bind(s: &str) -> Result<BindMode, String> {
     BindMode::parse(s)
         .ok_or_else(|| format!("unknown bind mode '{s}' (expected omp, preload or both)"))
@@ -88,6 +95,8 @@ struct Binding {
 pub fn run(a: Args) -> Result<()> {
     super::positive_secs(a.time, "--time")?;
     strategy::by_name(&a.strategy)?;
+    // A command that cannot start fails once, up front, not after a pre-run of it.
+    find_program(&a.command[0])?;
     let binding = match plan(&a) {
         Ok(b) => b,
         Err(e) if a.strict => return Err(e.context("no plan (--strict)")),
@@ -207,8 +216,33 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
     Ok(Some(Binding { pus: allowed, env }))
 }
 
+/// Where `exec` would find `prog`: as given when it has a `/`, else the first executable file
+/// of that name on PATH.
+fn find_program(prog: &str) -> Result<PathBuf> {
+    let runnable =
+        |p: &Path| p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok();
+    if prog.contains('/') {
+        let p = PathBuf::from(prog);
+        if !p.exists() {
+            bail!("cannot run {prog}: no such file");
+        }
+        if !runnable(&p) {
+            bail!("cannot run {prog}: not an executable file");
+        }
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| runnable(p))
+        .ok_or_else(|| anyhow::anyhow!("cannot run {prog}: command not found in PATH"))
+}
+
 fn cache_dir(a: &Args) -> Result<PathBuf> {
     if let Some(c) = &a.cache {
+        if c.exists() && !c.is_dir() {
+            bail!("--cache {} is not a directory", c.display());
+        }
         return Ok(c.clone());
     }
     if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
