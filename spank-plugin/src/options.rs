@@ -224,7 +224,18 @@ pub fn parse_site<S: AsRef<str>>(args: &[S]) -> Result<SiteConf, String> {
                     _ => return Err(format!("strict={v} is not valid; use 0 or 1")),
                 }
             }
-            "backend" => c.backend = Some(v.to_string()),
+            "backend" => {
+                // The names `cmlb profile --backend` takes: a typo here would otherwise make
+                // every pre-run's cmlb reject its command line.
+                const BACKENDS: [&str; 5] = ["auto", "hw", "numa-faults", "watch", "faults"];
+                if !BACKENDS.contains(&v) {
+                    return Err(format!(
+                        "backend={v} is not valid; choose one of {}",
+                        BACKENDS.join(", ")
+                    ));
+                }
+                c.backend = Some(v.to_string())
+            }
             _ => {
                 return Err(format!(
                     "unknown plugstack.conf argument '{k}'; keys: {SITE_KEYS}"
@@ -337,6 +348,10 @@ mod tests {
             ("default=profile", "off or apply"),
             ("scratch=rel/%u", "absolute"),
             ("strict=maybe", "0 or 1"),
+            (
+                "backend=pebs",
+                "backend=pebs is not valid; choose one of auto, hw",
+            ),
             ("flavour=x", "unknown plugstack.conf argument 'flavour'"),
             ("justaword", "not key=value"),
             ("cmlb=", "needs a value"),
