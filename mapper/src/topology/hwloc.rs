@@ -110,6 +110,14 @@ impl<'a> Source<'a> {
                          handles at most {MAX_SYNTHETIC_PUS} (check the counts)"
                     )));
                 }
+                let widest = synthetic_counts(description).into_iter().max().unwrap_or(1);
+                if widest > MAX_SYNTHETIC_ARITY {
+                    return Err(MapError::Topology(format!(
+                        "the synthetic description \"{description}\" puts {widest} objects under \
+                         one parent; cmlb handles at most {MAX_SYNTHETIC_ARITY} per level (split \
+                         them, e.g. numa:8 core:1024 instead of core:8192)"
+                    )));
+                }
                 hwlocality::Topology::builder()
                     .from_synthetic(description)
                     .map_err(|_| invalid())?
@@ -126,19 +134,36 @@ impl<'a> Source<'a> {
 }
 
 /// Largest synthetic machine accepted: above the largest shared-memory machines (~9 000 PUs).
-/// hwloc's synthetic build is superlinear (here: 8 192 PUs 0.3 s, 16 384 PUs 2.5–8.6 s).
+/// hwloc's synthetic build is superlinear (here: 8 192 PUs 0.3 s, 16 384 PUs 2.5–8.6 s with
+/// at most [`MAX_SYNTHETIC_ARITY`] objects per parent).
 pub const MAX_SYNTHETIC_PUS: u128 = 1 << 14;
 
-/// The number of PUs a synthetic description asks for: the product of its `TYPE:COUNT` counts
-/// (tokens it cannot read count 1 and are left to hwloc to judge).
-fn synthetic_pus(description: &str) -> u128 {
+/// Most objects under one parent in a synthetic description. hwloc's build time grows about
+/// with the cube of it (measured: core:2048 0.3 s, core:4096 2.5 s, core:8192 21 s, and
+/// core:8192 pu:2 70 s); real machines have at most a few hundred cores per package.
+pub const MAX_SYNTHETIC_ARITY: u128 = 1024;
+
+/// The `TYPE:COUNT` counts of a synthetic description, top down (tokens it cannot read are
+/// left out and left to hwloc to judge).
+fn synthetic_counts(description: &str) -> Vec<u128> {
     description
         .split_whitespace()
         .filter_map(|tok| {
             let count = tok.split_once(':')?.1;
             let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse::<u128>().ok()
+            if digits.is_empty() {
+                return None;
+            }
+            // Saturate: a count beyond u128 is simply too large.
+            Some(digits.parse::<u128>().unwrap_or(u128::MAX))
         })
+        .collect()
+}
+
+/// The number of PUs a synthetic description asks for: the product of its counts.
+fn synthetic_pus(description: &str) -> u128 {
+    synthetic_counts(description)
+        .into_iter()
         .fold(1u128, |acc, c| acc.saturating_mul(c))
 }
 
@@ -293,6 +318,20 @@ fn numa_distances(t: &hwlocality::Topology, topo: &Topology) -> Option<Vec<Vec<f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wide_synthetic_levels_are_refused_before_hwloc_builds_them() {
+        let e = Topology::from_synthetic("core:8192 pu:1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("puts 8192 objects under one parent"), "{e}");
+        assert!(e.contains("at most 1024 per level"), "{e}");
+        assert_eq!(
+            synthetic_counts("numa:4(memory=1GB) core:1024 pu:2"),
+            vec![4, 1024, 2]
+        );
+        Topology::from_synthetic("numa:2 core:1024 pu:1").expect("1024 per parent is fine");
+    }
 
     #[test]
     fn synthetic_pu_count_is_the_product_of_the_counts() {
