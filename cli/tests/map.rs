@@ -677,3 +677,21 @@ fn table_without_a_core_level_gives_each_pu_its_own_core() {
     let v: Value = serde_json::from_str(&ok(&json)).unwrap();
     assert_eq!(v["assignment"][1]["core"], 1);
 }
+
+#[test]
+fn csv_files_may_start_with_a_byte_order_mark() {
+    // Spreadsheets save CSV with a UTF-8 BOM; it must not make cell (1,1) "not a number".
+    let dir = tempfile::tempdir().unwrap();
+    let comm = write(dir.path(), "comm.csv", &format!("\u{feff}{COMM4}"));
+    let load = write(dir.path(), "load.csv", "\u{feff}1\n2\n3\n4\n");
+    let out = ok(&[
+        "map",
+        "--comm",
+        s(&comm),
+        "--load",
+        s(&load),
+        "--topology",
+        "numa:2 core:2 pu:1",
+    ]);
+    assert!(out.contains("threads:  4 "), "{out}");
+}

@@ -219,6 +219,8 @@ pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
 /// [`parse_numeric_csv`], keeping each row's 1-based line number.
 pub fn parse_numeric_lines(what: &str, text: &str) -> Result<Vec<(usize, Vec<f64>)>> {
     let mut rows = Vec::new();
+    // Spreadsheets save CSV with a UTF-8 byte-order mark, invisible in any error message.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (ln, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {

@@ -242,7 +242,8 @@ pub fn read_perf_script(path: &Path) -> Result<Trace> {
     let (mut no_addr, mut other) = (0u64, 0u64);
     for (ln, line) in read_lines(path)? {
         let line = line.map_err(|e| ProfileError::io(path, e))?;
-        let t = line.trim();
+        // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first field.
+        let t = line.trim_start_matches('\u{feff}').trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
@@ -356,7 +357,8 @@ pub fn read_csv(path: &Path) -> Result<Trace> {
     let mut first = true;
     for (ln, line) in read_lines(path)? {
         let line = line.map_err(|e| ProfileError::io(path, e))?;
-        let t = line.trim();
+        // A UTF-8 byte-order mark (spreadsheet exports) is not part of the first field.
+        let t = line.trim_start_matches('\u{feff}').trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }

@@ -229,6 +229,14 @@ fn csv_import() {
 }
 
 #[test]
+fn a_byte_order_mark_is_not_part_of_the_first_field() {
+    // Without the header (first line is data) the BOM would sit before the tid.
+    let f = file("\u{feff}10,100,0x1000,load\n20,200,0x1000,store\n");
+    let t = read_csv(f.path()).unwrap();
+    assert_eq!(t.threads[0].tid, 10);
+}
+
+#[test]
 fn csv_errors_name_line_and_column() {
     let cases = [
         (
