@@ -192,6 +192,15 @@ fn bad_method_parameters_are_one_clear_line() {
         &base("pair-exchange:iters=many"),
         &["iters=many", "integer"],
     );
+    // Search efforts are bounded, like the default's anneal=, so a typo cannot run for hours.
+    fails(
+        &base("pair-exchange:iters=18446744073709551615"),
+        &["iters=18446744073709551615", "0..=50000000"],
+    );
+    fails(
+        &base("spectral:refine=1000000000"),
+        &["refine=1000000000", "0..=10000"],
+    );
     fails(&base("compact:k=2"), &["takes no parameters"]);
 }
 

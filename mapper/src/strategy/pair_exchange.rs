@@ -42,7 +42,8 @@ impl Strategy for PairExchange {
     }
     fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
         let mut s = self.clone();
-        if let Some(i) = p.take_usize("iters", 0)? {
+        // Bounded like the default's anneal=: 100× the default is already minutes on big jobs.
+        if let Some(i) = p.take_usize_in("iters", 0, 100 * DEFAULT_ITERS)? {
             s.iters = i;
         }
         if let Some(init) = p.take_choice("init", &["compact", "random"])? {

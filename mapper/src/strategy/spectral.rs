@@ -118,7 +118,8 @@ impl Strategy for Spectral {
         if let Some(v) = p.take_usize("tk", 0)? {
             s.tk = v;
         }
-        if let Some(v) = p.take_usize("refine", 0)? {
+        // 500× the default rounds; each round is a full pass of aggregated pair exchanges.
+        if let Some(v) = p.take_usize_in("refine", 0, 10_000)? {
             s.refine = v;
         }
         p.finish(KEYS)?;
