@@ -99,7 +99,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
         &out,
     )
-    .with_context(|| format!("writing the report to {}", out.display()))?;
+    // Name the plan too: most failures here are a plan that does not fit the topology.
+    .with_context(|| format!("report to {} of the plan {source}", out.display()))?;
     println!("{}", out.join("index.html").display());
     log::info!("wrote {} files", written.len());
     Ok(())
