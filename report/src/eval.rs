@@ -130,7 +130,7 @@ pub fn read_eagermap_dir(dir: &Path) -> Result<Vec<EvalInput>> {
     collect_csv(dir, &mut files)?;
     files.sort();
     if files.is_empty() {
-        return Err(ReportError::Output(format!(
+        return Err(ReportError::Input(format!(
             "{}: no .csv matrices found",
             dir.display()
         )));
