@@ -333,7 +333,7 @@ fn dagtm_without_or_with_a_bad_sample_log() {
             "--strategy",
             "dagtm",
         ],
-        &["sample log", "thread 7", "4 threads"],
+        &["wide.csv", "thread 7", "4 threads"],
     );
     // Without a log, compare still runs and shows dagtm's reason in its row.
     let table = ok(&["map", "--comm", c, "--topology", "core:2 pu:2", "--compare"]);

@@ -127,7 +127,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .map(LevelCosts::parse)
         .transpose()?;
     let samples = if wants_samples {
-        read_samples(&a)?
+        read_samples(&a, input.comm.n())?
     } else {
         None
     };
@@ -197,14 +197,29 @@ fn read_inputs(a: &Args) -> anyhow::Result<(CommMatrix, Vec<f64>)> {
 }
 
 /// The sample log from --samples, or the profile directory's samples.csv if it exists.
-fn read_samples(a: &Args) -> anyhow::Result<Option<Arc<SampleLog>>> {
+/// The sample log for `n` threads, if there is one; a log naming more threads than the matrix
+/// has is refused here, where the file is known.
+fn read_samples(a: &Args, n: usize) -> anyhow::Result<Option<Arc<SampleLog>>> {
     let path = match (&a.samples, &a.profile) {
         (Some(p), _) => p.clone(),
         (None, Some(dir)) if dir.join(SAMPLES_FILE).exists() => dir.join(SAMPLES_FILE),
         _ => return Ok(None),
     };
+    let log = read_samples_from(a, &path)?;
+    if log.threads.len() > n {
+        bail!(
+            "{}: has samples of thread {} but the matrix has {n} threads",
+            path.display(),
+            log.threads.len() - 1
+        );
+    }
+    Ok(Some(Arc::new(log)))
+}
+
+fn read_samples_from(a: &Args, path: &Path) -> anyhow::Result<SampleLog> {
+    let path = path.to_path_buf();
     if a.samples_format == "samples" {
-        return Ok(Some(Arc::new(read_samples_csv(&path)?)));
+        return Ok(read_samples_csv(&path)?);
     }
     let Some(fmt) = ImportFormat::parse(&a.samples_format) else {
         bail!(
@@ -231,7 +246,7 @@ fn read_samples(a: &Args) -> anyhow::Result<Option<Arc<SampleLog>>> {
             })
         })
         .collect();
-    Ok(Some(Arc::new(SampleLog::from_samples(logged))))
+    Ok(SampleLog::from_samples(logged))
 }
 
 fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
