@@ -222,6 +222,12 @@ fn bad_topologies_are_clear_errors() {
     let e = Topology::load(missing.to_str().unwrap()).unwrap_err();
     assert!(matches!(e, MapError::Io { .. }), "{e}");
     assert!(e.to_string().contains("missing.xml"), "{e}");
+    // So is anything path-like (synthetic strings have no '/'), and a directory says so.
+    let e = Topology::load(dir.path().to_str().unwrap()).unwrap_err();
+    assert!(matches!(e, MapError::Io { .. }), "{e}");
+    let e = Topology::load("topos/node7").unwrap_err();
+    assert!(matches!(e, MapError::Io { .. }), "{e}");
+    assert!(e.to_string().contains("topos/node7"), "{e}");
 }
 
 #[test]

@@ -54,7 +54,9 @@ impl<'a> Source<'a> {
             return Source::Live;
         }
         let path = Path::new(s);
-        if path.is_file() || s.to_ascii_lowercase().ends_with(".xml") {
+        // Synthetic descriptions never contain '/': anything path-like is a file to read, so
+        // a directory or a typo in a path gets a file error, not a synthetic-syntax one.
+        if path.exists() || s.contains('/') || s.to_ascii_lowercase().ends_with(".xml") {
             Source::Xml(path)
         } else {
             Source::Synthetic(s)
