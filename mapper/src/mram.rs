@@ -55,6 +55,7 @@ impl LevelCosts {
     /// Parse `l1=4,l2=10,l3=38,mem=87,remote=2.1` (any subset; the rest keep their defaults).
     pub fn parse(text: &str) -> Result<LevelCosts> {
         let mut c = LevelCosts::default();
+        let mut seen = Vec::new();
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let bad = |msg: &str| MapError::input("MRAM latencies", format!("'{item}': {msg}"));
             let (k, v) = item
@@ -66,6 +67,11 @@ impl LevelCosts {
                 .ok()
                 .filter(|x: &f64| x.is_finite() && *x > 0.0)
                 .ok_or_else(|| bad("the value must be a number > 0"))?;
+            // As with strategy parameters: a repeated key is a mistake, not "last one wins".
+            if seen.contains(&k.trim()) {
+                return Err(bad("given twice"));
+            }
+            seen.push(k.trim());
             match k.trim() {
                 "l1" => c.l1 = v,
                 "l2" => c.l2 = v,
@@ -384,6 +390,8 @@ mod tests {
         assert!(e.contains("'l4=3'") && e.contains("unknown level"), "{e}");
         let e = LevelCosts::parse("mem=-1").unwrap_err().to_string();
         assert!(e.contains("'mem=-1'") && e.contains("> 0"), "{e}");
+        let e = LevelCosts::parse("l1=4,l1=5").unwrap_err().to_string();
+        assert!(e.contains("'l1=5'") && e.contains("given twice"), "{e}");
         let e = share_matrix(&[vec![true], vec![true, false]])
             .unwrap_err()
             .to_string();
