@@ -338,6 +338,16 @@ fn bad_profile_dirs_fail_with_one_clear_line_and_no_output() {
         &["comm.csv", "not square"],
     );
     write_profile(&prof);
+    std::fs::write(
+        prof.join("timeline.csv"),
+        "t_ms,samples,smoothed,phase\n0,1,1,0\n5,NaN,1,0\n",
+    )
+    .unwrap();
+    fails(
+        &["report", s(&prof), "--topology", TOPO, "--out", s(&out)],
+        &["timeline.csv", "line 3", "finite and >= 0"],
+    );
+    write_profile(&prof);
     std::fs::remove_file(prof.join("load.csv")).unwrap();
     fails(
         &["report", s(&prof), "--topology", TOPO, "--out", s(&out)],

@@ -306,7 +306,21 @@ pub fn read_load_csv(path: &Path) -> Result<Vec<f64>> {
 
 fn read_timeline_csv(path: &Path) -> Result<Vec<TimelineRow>> {
     let mut r = csv::Reader::from_path(path).map_err(|e| MapError::parse(path, e.to_string()))?;
-    r.deserialize()
-        .map(|row| row.map_err(|e| MapError::parse(path, e.to_string())))
-        .collect()
+    let mut rows = Vec::new();
+    for (k, row) in r.deserialize::<TimelineRow>().enumerate() {
+        let row = row.map_err(|e| MapError::parse(path, e.to_string()))?;
+        // Plotted as is: a NaN or negative value would draw nonsense without a word.
+        let fine = |v: f64| v.is_finite() && v >= 0.0;
+        if !(fine(row.t_ms) && fine(row.samples) && fine(row.smoothed)) {
+            return Err(MapError::parse(
+                path,
+                format!(
+                    "line {}: t_ms, samples and smoothed must be finite and >= 0",
+                    k + 2
+                ),
+            ));
+        }
+        rows.push(row);
+    }
+    Ok(rows)
 }
