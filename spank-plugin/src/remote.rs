@@ -69,6 +69,8 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
         return degrade(&site, "--cmlb-map was not understood here");
     }
     let env = ffi::getenv(sp, crate::ENV_SWITCH);
+    // Neither --cmlb-map nor CMLB_MAP: the mode is the site's default=.
+    let from_site = option.is_none() && env.as_deref().is_none_or(|v| v.trim().is_empty());
     let opts = match effective(option, env.as_deref(), &site) {
         Ok(o) => o,
         Err(e) => return degrade(&site, &e),
@@ -82,7 +84,7 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
         Some(id) if id < 0xffff_fff0 => {}
         _ => return 0,
     }
-    match plan_step(sp, &site, &opts) {
+    match plan_step(sp, &site, &opts, from_site) {
         Ok(st) => {
             with_state(|s| s.step = Some(st));
             0
@@ -114,7 +116,12 @@ fn degrade(site: &SiteConf, msg: &str) -> i32 {
     }
 }
 
-fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, Skip> {
+fn plan_step(
+    sp: spank_t,
+    site: &SiteConf,
+    opts: &MapOpts,
+    from_site: bool,
+) -> Result<StepState, Skip> {
     let need =
         |what: &str, v: Option<u32>| v.ok_or_else(|| Skip(format!("Slurm did not give {what}")));
     let job = need("the job id", ffi::get_u32(sp, item::S_JOB_ID))?;
@@ -237,6 +244,24 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             if !base.join("profile.yaml").exists() {
                 if let Some(p) = explicit {
                     return Err(Skip(format!("profile={} has no profile.yaml", p.display())));
+                }
+                if from_site {
+                    // The pre-run starts the program twice: only for users who asked for apply,
+                    // never for every job of a site whose default is apply.
+                    ffi::log(
+                        LogLevel::Verbose,
+                        &format!(
+                            "cmlb: no profile for {} yet (site default apply): running unpinned; \
+                             srun --cmlb-map=profile or --cmlb-map=apply makes one",
+                            argv[0]
+                        ),
+                    );
+                    return Ok(StepState {
+                        opts: opts.clone(),
+                        preload: PathBuf::new(),
+                        fail: None,
+                        tasks: vec![TaskAction::Nothing; ntasks],
+                    });
                 }
                 // No profile yet: each task profiles itself briefly, then runs pinned (cmlb run).
                 let cmlb = cmlb_binary(site, &dir)?;

@@ -138,6 +138,13 @@ check "CMLB_MAP=apply:... pins like --cmlb-map" diff "$WORK/plan_scatter" "$WORK
 srun -n1 -c2 --cmlb-map=off "$WORK/pairs" 4 0.1 >"$WORK/o.out" 2>"$WORK/o.err"
 check "default=apply, --cmlb-map=off: unpinned" unpinned "$WORK/o.out" "$ALL"
 check "default=apply, --cmlb-map=off: silent" lacks "$WORK/o.err" "cmlb"
+# default=apply and no profile for this command yet: no pre-run (the user asked for nothing),
+# the program runs once, unpinned and without a warning.
+srun -n1 -c2 "$WORK/pairs" 4 0.15 >"$WORK/np.out" 2>"$WORK/np.err"
+rc=$?
+check "default=apply, no profile: the job succeeds (rc=$rc)" test $rc -eq 0
+check "default=apply, no profile: no pre-run" lacks "$WORK/np.err" "pre-run"
+check "default=apply, no profile: the program ran once" test "$(grep -c '^thread ' "$WORK/np.out")" -eq 4
 
 # Unwritable scratch: profile mode warns once and the program runs normally.
 start_cluster "scratch=/proc/cmlb-nope/%u" || return
