@@ -79,6 +79,11 @@ pub struct Probe {
     pub faults_ok: Result<(), String>,
     /// Result of actually opening a watchpoint on this process.
     pub watch_ok: Result<(), String>,
+    /// Result of actually opening the hw backend's events as a run would (None without a
+    /// hardware PMU). Detection alone is not enough: e.g. mem-loads on Sapphire Rapids needs
+    /// an auxiliary group leader, hybrid parts refuse core events on E-cores, and IBS is
+    /// CPU-wide, which a default `perf_event_paranoid` refuses to non-root users.
+    pub hw_ok: Option<Result<(), String>>,
     /// The backend `auto` picks, and why.
     pub auto: Backend,
     pub reasons: Vec<String>,
@@ -168,9 +173,13 @@ impl Probe {
             numa_nodes,
             faults_ok: try_open_faults(),
             watch_ok: try_open_watch(),
+            hw_ok: None,
             auto: Backend::Faults,
             reasons: Vec::new(),
         };
+        if p.hw_pmu.is_some() {
+            p.hw_ok = Some(crate::live::try_open_hw(&p));
+        }
         p.choose();
         p
     }
@@ -190,10 +199,18 @@ impl Probe {
                 ));
                 false
             }
-            Some(k) if self.faults_ok.is_ok() => {
-                r.push(format!("hw: {k:?} present"));
-                true
-            }
+            Some(k) if self.faults_ok.is_ok() => match &self.hw_ok {
+                Some(Err(e)) => {
+                    r.push(format!(
+                        "hw: {k:?} present but its events cannot be opened: {e}"
+                    ));
+                    false
+                }
+                _ => {
+                    r.push(format!("hw: {k:?} present"));
+                    true
+                }
+            },
             Some(k) => {
                 r.push(format!("hw: {k:?} present but perf_event_open is refused"));
                 false
@@ -282,6 +299,7 @@ mod tests {
     fn probe(hw: Option<HwPmu>, balancing: Option<u32>, nodes: usize, bp: bool) -> Probe {
         let mut p = Probe {
             pmus: vec![],
+            hw_ok: hw.as_ref().map(|_| Ok(())),
             hw_pmu: hw,
             breakpoint_pmu: bp,
             paranoid: Some(2),
@@ -324,6 +342,17 @@ mod tests {
         p.watch_ok = Err("EACCES".into());
         p.choose();
         assert_eq!(p.auto, Backend::Faults);
+        // A PMU whose events do not open (ENODATA without mem-loads-aux, paranoid IBS, ...)
+        // is passed over, with the reason.
+        let mut p = probe(Some(HwPmu::IntelPebs), Some(0), 1, true);
+        p.hw_ok = Some(Err("No data available (os error 61)".into()));
+        p.choose();
+        assert_eq!(p.auto, Backend::Watch);
+        assert!(
+            p.reasons[0].contains("cannot be opened: No data available"),
+            "{:?}",
+            p.reasons
+        );
     }
 
     #[test]

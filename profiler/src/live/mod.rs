@@ -200,6 +200,29 @@ fn hw_events(probe: &Probe, period: u64) -> Result<(Vec<crate::hw::HwEvent>, boo
     }
 }
 
+/// Open (and close) the hw backend's events once as a run would: on this process, or
+/// CPU-wide where the PMU demands it, on the first online CPU. For `auto`'s choice.
+pub(crate) fn try_open_hw(probe: &Probe) -> std::result::Result<(), String> {
+    let (evs, cpu_wide) =
+        hw_events(probe, crate::hw::events::THESIS_PERIOD).map_err(|e| e.to_string())?;
+    let cpu = events::online_cpus()
+        .map_err(|e| e.to_string())?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    let o = OpenOpts {
+        follow_children: false,
+        enable_on_exec: false,
+        buffer_bytes: 16 * 4096,
+    };
+    let me = std::process::id() as i32;
+    for ev in &evs {
+        let target = (!cpu_wide).then_some(me);
+        events::open_hw(ev, target, cpu, &o).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 fn raise_fd_limit() {
     if let Ok((soft, hard)) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
