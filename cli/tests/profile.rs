@@ -142,6 +142,27 @@ fn exit_status_of_the_command_is_propagated() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
     assert!(out.join("profile.yaml").exists());
     assert!(text(&o.stderr).contains("exited with status 3"));
+    // Death by a signal: 128+N, and the signal named.
+    let o = cmlb(
+        &[
+            "profile",
+            "--backend",
+            "faults",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "head -c 1000000 /dev/zero > /dev/null; kill -9 $$",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(137), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("killed by signal 9 (SIGKILL); exit status 137"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
@@ -432,6 +453,19 @@ fn full_ring_buffer_counts_lost_samples() {
     let lost = yaml(&out)["lost_samples"].as_u64().unwrap();
     assert!(lost > 0);
     assert!(err.contains(&format!("{lost} lost")), "{err}");
+    // Samples of threads whose start record was lost are dropped: said exactly when it happens.
+    let unknown: u64 = yaml(&out)["params"]["samples_unknown_tid"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        err.contains(&format!(
+            "{unknown} samples came from threads whose start records were lost"
+        )),
+        unknown > 0,
+        "{err}"
+    );
 }
 
 /// perf_event_paranoid: an unprivileged user may not observe another user's process.

@@ -176,7 +176,7 @@ pub fn run(a: Args) -> Result<i32> {
             None => Err(e),
         },
         Err(Failure::AfterRun(e, code)) if a.run_anyway => {
-            eprintln!("cmlb: warning: {e:#}; the command ran unprofiled");
+            eprintln!("cmlb: warning: {e:#}; no profile written (--run-anyway: exit status is the command's)");
             Ok(code)
         }
         Err(Failure::AfterRun(e, _)) => Err(e),
@@ -280,8 +280,16 @@ fn profile_and_write(
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     eprintln!("cmlb: settings: {}", knobs.join(" "));
-    if code != 0 {
-        eprintln!("cmlb: the profiled command exited with status {code}");
+    match run.exit_status.and_then(|st| {
+        use std::os::unix::process::ExitStatusExt;
+        st.signal()
+    }) {
+        Some(sig) => eprintln!(
+            "cmlb: the profiled command was killed by signal {sig} ({}); exit status {code}",
+            nix::sys::signal::Signal::try_from(sig).map_or("unknown", |s| s.as_str())
+        ),
+        None if code != 0 => eprintln!("cmlb: the profiled command exited with status {code}"),
+        None => {}
     }
     Ok(code)
 }

@@ -737,6 +737,23 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             sample_log_limit: cfg.sample_log_limit,
         },
     )?;
+    // Per-task events only see the profiled threads, so a sample of an unknown thread means
+    // its FORK record was among the lost ones: its samples are gone, and the creation order
+    // of the threads after that loss cannot be trusted.
+    let unknown: u64 = profile
+        .meta
+        .params
+        .get("samples_unknown_tid")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if backend != Backend::Hw && data.lost > 0 && unknown > 0 {
+        warnings.push(format!(
+            "{unknown} samples came from threads whose start records were lost with the full \
+             ring buffer: they are left out, and the numbering of threads created after the \
+             loss may be wrong, so plans from this profile may pin the wrong threads (raise \
+             --buffer-kib)"
+        ));
+    }
     Ok(ProfileRun {
         profile,
         sample_log,
