@@ -121,20 +121,7 @@ fn plots_are_linked_where_they_are_written_and_names_stay_apart() {
     let tmp = tempfile::tempdir().unwrap();
     // A profile directory named like one of the built-in patterns.
     let prof = tmp.path().join("pairs");
-    std::fs::create_dir_all(&prof).unwrap();
-    let n = 8;
-    let mut comm = String::new();
-    let mut yaml = "schema: 1\ncommand: [x]\nbackend: hand\nthreads:\n".to_string();
-    for i in 0..n {
-        let row: Vec<&str> = (0..n)
-            .map(|j| if i != j && i / 2 == j / 2 { "100" } else { "0" })
-            .collect();
-        comm.push_str(&(row.join(",") + "\n"));
-        yaml.push_str(&format!("- {{index: {i}, tid: {}}}\n", 100 + i));
-    }
-    std::fs::write(prof.join("comm.csv"), comm).unwrap();
-    std::fs::write(prof.join("load.csv"), "1\n".repeat(n)).unwrap();
-    std::fs::write(prof.join("profile.yaml"), yaml).unwrap();
+    common::pairs_profile(&prof, 8);
     let out = tmp.path().join("doc/eval.md");
     let figs = tmp.path().join("doc/figs");
     let o = cmlb(&[

@@ -2,7 +2,9 @@
 //! status it passes through, and its degraded (unpinned) and strict behaviour. The preload
 //! path and pre-runs are covered end to end by tests/e2e/t_40_run.sh.
 
-use std::path::Path;
+mod common;
+
+use common::pairs_profile;
 use std::process::{Command, Output};
 
 fn cmlb(args: &[&str]) -> Output {
@@ -13,31 +15,11 @@ fn cmlb(args: &[&str]) -> Output {
         .expect("run cmlb")
 }
 
-/// A profile of `n` threads where 0-1, 2-3, ... share.
-fn profile(dir: &Path, n: usize) {
-    std::fs::create_dir_all(dir).unwrap();
-    let mut comm = String::new();
-    for i in 0..n {
-        let row: Vec<&str> = (0..n)
-            .map(|j| if i != j && i / 2 == j / 2 { "100" } else { "0" })
-            .collect();
-        comm.push_str(&row.join(","));
-        comm.push('\n');
-    }
-    std::fs::write(dir.join("comm.csv"), comm).unwrap();
-    std::fs::write(dir.join("load.csv"), "1\n".repeat(n)).unwrap();
-    let mut y = "schema: 1\ncommand: [x]\nbackend: hand\nthreads:\n".to_string();
-    for k in 0..n {
-        y.push_str(&format!("- {{index: {k}, tid: {}}}\n", 100 + k));
-    }
-    std::fs::write(dir.join("profile.yaml"), y).unwrap();
-}
-
 #[test]
 fn exports_the_plan_as_openmp_places_in_thread_order() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");
-    profile(&p, 2);
+    pairs_profile(&p, 2);
     let map = Command::new(env!("CARGO_BIN_EXE_cmlb"))
         .args([
             "map",
@@ -85,7 +67,7 @@ fn exports_the_plan_as_openmp_places_in_thread_order() {
 fn keeps_the_users_omp_num_threads_and_passes_the_exit_status() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");
-    profile(&p, 1);
+    pairs_profile(&p, 1);
     let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
         .args([
             "run",
@@ -107,7 +89,7 @@ fn keeps_the_users_omp_num_threads_and_passes_the_exit_status() {
 fn corrupt_profile_runs_unpinned_with_one_warning() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");
-    profile(&p, 2);
+    pairs_profile(&p, 2);
     std::fs::write(p.join("comm.csv"), "0,x\nx,0\n").unwrap();
     let o = cmlb(&[
         "run",
@@ -204,7 +186,7 @@ fn a_missing_preload_library_is_found_out_before_any_pre_run() {
 fn thread_count_mismatch_is_reported() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");
-    profile(&p, 2);
+    pairs_profile(&p, 2);
     let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
         .args(["run", "--profile", p.to_str().unwrap(), "--", "true"])
         .env("OMP_NUM_THREADS", "3")
@@ -234,7 +216,7 @@ fn bad_arguments_are_clear_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy 'nosuch'"));
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");
-    profile(&p, 1);
+    pairs_profile(&p, 1);
     let o = cmlb(&[
         "run",
         "--profile",

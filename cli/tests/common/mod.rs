@@ -2,6 +2,7 @@
 //! error. Each test crate uses a different subset.
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Run `cmlb ARGS` and capture everything.
@@ -44,4 +45,24 @@ pub fn fails(args: &[&str], needles: &[&str]) {
     for n in needles {
         assert!(lines[0].contains(n), "cmlb {args:?}: {n:?} not in {err}");
     }
+}
+
+/// A profile of `n` threads where 0-1, 2-3, ... share.
+pub fn pairs_profile(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut comm = String::new();
+    for i in 0..n {
+        let row: Vec<&str> = (0..n)
+            .map(|j| if i != j && i / 2 == j / 2 { "100" } else { "0" })
+            .collect();
+        comm.push_str(&row.join(","));
+        comm.push('\n');
+    }
+    std::fs::write(dir.join("comm.csv"), comm).unwrap();
+    std::fs::write(dir.join("load.csv"), "1\n".repeat(n)).unwrap();
+    let mut y = "schema: 1\ncommand: [x]\nbackend: hand\nthreads:\n".to_string();
+    for k in 0..n {
+        y.push_str(&format!("- {{index: {k}, tid: {}}}\n", 100 + k));
+    }
+    std::fs::write(dir.join("profile.yaml"), y).unwrap();
 }
