@@ -153,3 +153,34 @@ fn watch_backend_follows_children_into_the_process_with_the_threads() {
     let across = c.get(1, 3) + c.get(1, 4) + c.get(2, 3) + c.get(2, 4);
     assert!(inside > 4.0 * across, "inside {inside} across {across}");
 }
+
+#[test]
+fn a_command_that_leaves_followed_processes_running_says_so() {
+    // `sh -c 'app &'`: the shell exits at once, the workload keeps running unprofiled.
+    let wl = common::argv("pairs", 2, 1.0);
+    let script = format!("{} {} {} > /dev/null &", wl[0], wl[1], wl[2]);
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = ProfileConfig::new(Target::Launch(vec!["sh".into(), "-c".into(), script]));
+    cfg.backend = Backend::Faults;
+    cfg.follow_children = true;
+    let run = run_profile(&cfg).unwrap();
+    assert!(run.exit_status.unwrap().success());
+    assert!(
+        run.warnings
+            .iter()
+            .any(|w| w.contains("1 process(es) it started were still running")),
+        "{:?}",
+        run.warnings
+    );
+    // In the foreground (the shell waits), nothing to say.
+    let script = format!("{} {} 0.2 > /dev/null; true", wl[0], wl[1]);
+    let mut cfg = ProfileConfig::new(Target::Launch(vec!["sh".into(), "-c".into(), script]));
+    cfg.backend = Backend::Faults;
+    cfg.follow_children = true;
+    let run = run_profile(&cfg).unwrap();
+    assert!(
+        !run.warnings.iter().any(|w| w.contains("still running")),
+        "{:?}",
+        run.warnings
+    );
+}

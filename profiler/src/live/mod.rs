@@ -644,8 +644,25 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         let _ = s.sampler.as_counter_mut().disable();
         data.skipped += s.drain(&mut recs);
     }
-    data.absorb(&mut recs, sched.as_mut(), None);
+    data.absorb(&mut recs, sched.as_mut(), followed.as_mut());
     drop(streams);
+    // Followed processes that outlive the command (`sh -c 'app &'`) are not waited for (a
+    // daemon would keep cmlb forever): say that their profile is cut short. After the last
+    // drain, so a fork just before the command's exit is known.
+    if exit_status.is_some() {
+        let orphans = followed.as_ref().map_or(0, |t| {
+            t.live_processes()
+                .filter(|&p| p != root && process_alive(p))
+                .count()
+        });
+        if orphans > 0 {
+            warnings.push(format!(
+                "the command exited while {orphans} process(es) it started were still running; \
+                 they were profiled only until then (keep the program in the foreground of the \
+                 command)"
+            ));
+        }
+    }
     if cfg.progress && elapsed > Duration::from_secs(2) {
         eprint!("\r\x1b[K");
     }

@@ -117,6 +117,11 @@ impl ThreadTable {
             .map(|(&pid, _)| pid)
     }
 
+    /// The tracked processes that still have live threads.
+    pub fn live_processes(&self) -> impl Iterator<Item = i32> + '_ {
+        self.live_per_process.keys().copied()
+    }
+
     /// Creation index of a tid, if it belongs to the profiled process(es).
     pub fn index(&self, tid: i32) -> Option<usize> {
         self.by_tid.get(&tid).copied()
