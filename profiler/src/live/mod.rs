@@ -356,13 +356,7 @@ impl Collected {
         if live.is_some() {
             // A process's FORK must come before its threads', its exec before its new faults;
             // the ring buffers are per CPU, so only time puts them in order.
-            recs.sort_by_key(|(_, r)| match r {
-                Rec::Sample { time, .. }
-                | Rec::Fork { time, .. }
-                | Rec::Exit { time, .. }
-                | Rec::Comm { time, .. } => *time,
-                _ => 0,
-            });
+            recs.sort_by_key(|(_, r)| r.time());
         }
         let watched = sched.as_ref().and_then(|s| s.watched_pid());
         let mut hits = 0;
@@ -698,10 +692,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     );
 
     // Thread identity from the task records, in time order.
-    data.task_recs.sort_by_key(|r| match r {
-        Rec::Fork { time, .. } | Rec::Exit { time, .. } | Rec::Comm { time, .. } => *time,
-        _ => 0,
-    });
+    data.task_recs.sort_by_key(Rec::time);
     let mut table = threads::ThreadTable::new(root, existing, cfg.follow_children);
     for r in &data.task_recs {
         table.apply(r);

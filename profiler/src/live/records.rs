@@ -64,6 +64,21 @@ pub enum Rec {
     Throttle,
 }
 
+impl Rec {
+    /// The record's timestamp, for putting records from per-CPU buffers in order (0 for the
+    /// kinds that carry none).
+    pub fn time(&self) -> u64 {
+        match self {
+            Rec::Sample { time, .. }
+            | Rec::Fork { time, .. }
+            | Rec::Exit { time, .. }
+            | Rec::Comm { time, .. } => *time,
+            Rec::Full { sample, .. } => sample.time_ns,
+            Rec::Lost(_) | Rec::Throttle => 0,
+        }
+    }
+}
+
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     b.get(off..off + 4)
         .map(|s| u32::from_ne_bytes(s.try_into().expect("4 bytes")))
