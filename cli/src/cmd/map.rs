@@ -196,9 +196,8 @@ fn read_inputs(a: &Args) -> anyhow::Result<(CommMatrix, Vec<f64>)> {
     Ok((comm, load))
 }
 
-/// The sample log from --samples, or the profile directory's samples.csv if it exists.
-/// The sample log for `n` threads, if there is one; a log naming more threads than the matrix
-/// has is refused here, where the file is known.
+/// The sample log from --samples, or the profile directory's samples.csv if it exists, for a
+/// matrix of `n` threads: a log naming more threads is refused here, where the file is known.
 fn read_samples(a: &Args, n: usize) -> anyhow::Result<Option<Arc<SampleLog>>> {
     let path = match (&a.samples, &a.profile) {
         (Some(p), _) => p.clone(),
@@ -217,9 +216,8 @@ fn read_samples(a: &Args, n: usize) -> anyhow::Result<Option<Arc<SampleLog>>> {
 }
 
 fn read_samples_from(a: &Args, path: &Path) -> anyhow::Result<SampleLog> {
-    let path = path.to_path_buf();
     if a.samples_format == "samples" {
-        return Ok(read_samples_csv(&path)?);
+        return Ok(read_samples_csv(path)?);
     }
     let Some(fmt) = ImportFormat::parse(&a.samples_format) else {
         bail!(
@@ -228,7 +226,7 @@ fn read_samples_from(a: &Args, path: &Path) -> anyhow::Result<SampleLog> {
             ImportFormat::NAMES.join(", ")
         );
     };
-    let trace = read_trace(fmt, &path)?;
+    let trace = read_trace(fmt, path)?;
     let index: HashMap<i32, usize> = trace
         .threads
         .iter()
