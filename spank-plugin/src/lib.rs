@@ -261,6 +261,7 @@ pub(crate) fn effective(
     }
     let mut o = options::MapOpts::off();
     o.mode = site.default;
+    o.from_site = true;
     Ok(o)
 }
 
@@ -285,6 +286,8 @@ mod tests {
             Mode::Profile
         );
         assert_eq!(effective(None, None, &site).unwrap().mode, Mode::Apply);
+        assert!(effective(None, None, &site).unwrap().from_site);
+        assert!(!effective(None, Some("apply"), &site).unwrap().from_site);
         assert_eq!(
             effective(None, Some(" "), &SiteConf::default())
                 .unwrap()

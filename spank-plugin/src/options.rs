@@ -42,6 +42,9 @@ pub struct MapOpts {
     pub verbose: bool,
     /// Compute and report the plan, bind nothing.
     pub dryrun: bool,
+    /// The mode is the site's `default=` (the user gave neither `--cmlb-map` nor `CMLB_MAP`):
+    /// apply then never pre-runs a program nobody asked to profile.
+    pub from_site: bool,
 }
 
 /// Default profiling window of the apply pre-run.
@@ -59,6 +62,7 @@ impl MapOpts {
             bind: BindMode::Both,
             verbose: false,
             dryrun: false,
+            from_site: false,
         }
     }
 }

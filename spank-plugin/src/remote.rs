@@ -69,8 +69,6 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
         return degrade(&site, "--cmlb-map was not understood here");
     }
     let env = ffi::getenv(sp, crate::ENV_SWITCH);
-    // Neither --cmlb-map nor CMLB_MAP: the mode is the site's default=.
-    let from_site = option.is_none() && env.as_deref().is_none_or(|v| v.trim().is_empty());
     let opts = match effective(option, env.as_deref(), &site) {
         Ok(o) => o,
         Err(e) => return degrade(&site, &e),
@@ -84,7 +82,7 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
         Some(id) if id < 0xffff_fff0 => {}
         _ => return 0,
     }
-    match plan_step(sp, &site, &opts, from_site) {
+    match plan_step(sp, &site, &opts) {
         Ok(st) => {
             with_state(|s| s.step = Some(st));
             0
@@ -116,12 +114,7 @@ fn degrade(site: &SiteConf, msg: &str) -> i32 {
     }
 }
 
-fn plan_step(
-    sp: spank_t,
-    site: &SiteConf,
-    opts: &MapOpts,
-    from_site: bool,
-) -> Result<StepState, Skip> {
+fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, Skip> {
     let need =
         |what: &str, v: Option<u32>| v.ok_or_else(|| Skip(format!("Slurm did not give {what}")));
     let job = need("the job id", ffi::get_u32(sp, item::S_JOB_ID))?;
@@ -245,7 +238,7 @@ fn plan_step(
                 if let Some(p) = explicit {
                     return Err(Skip(format!("profile={} has no profile.yaml", p.display())));
                 }
-                if from_site {
+                if opts.from_site {
                     // The pre-run starts the program twice: only for users who asked for apply,
                     // never for every job of a site whose default is apply.
                     ffi::log(
