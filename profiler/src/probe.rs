@@ -80,9 +80,8 @@ pub struct Probe {
     /// Result of actually opening a watchpoint on this process.
     pub watch_ok: Result<(), String>,
     /// Result of actually opening the hw backend's events as a run would (None without a
-    /// hardware PMU). Detection alone is not enough: e.g. mem-loads on Sapphire Rapids needs
-    /// an auxiliary group leader, hybrid parts refuse core events on E-cores, and IBS is
-    /// CPU-wide, which a default `perf_event_paranoid` refuses to non-root users.
+    /// hardware PMU). Detection alone is not enough: e.g. IBS is CPU-wide, which a default
+    /// `perf_event_paranoid` refuses to non-root users.
     pub hw_ok: Option<Result<(), String>>,
     /// The backend `auto` picks, and why.
     pub auto: Backend,

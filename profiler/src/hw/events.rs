@@ -53,6 +53,35 @@ pub struct HwEvent {
     pub aux_trace: bool,
     /// True when DATA_SRC tells DRAM from cache hits (the load vector can be DRAM-only).
     pub data_src_has_level: bool,
+    /// A counting event the sampling event must be grouped under (Intel `mem-loads-aux`).
+    pub group_leader: Option<GroupLeader>,
+    /// The CPUs whose PMU this is, when it is not every CPU: on hybrid parts `cpu_core` covers
+    /// the P-cores and `cpu_atom` the E-cores (sysfs `<pmu>/cpus`), and the kernel refuses an
+    /// event on a CPU of the other kind. `None`: every CPU.
+    pub cpus: Option<Vec<usize>>,
+}
+
+impl HwEvent {
+    /// Whether the event can be opened on `cpu`.
+    pub fn covers(&self, cpu: usize) -> bool {
+        self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+    }
+}
+
+/// A non-sampling event opened first, as the group leader of a sampling event. Intel parts
+/// with `events/mem-loads-aux` in sysfs (Sapphire/Emerald/Granite Rapids, the P-cores of
+/// Alder/Raptor Lake) fill the load-latency record's data-source fields only when that event
+/// is scheduled with `mem-loads`, so the kernel refuses a `mem-loads` sampler outside such a
+/// group with ENODATA; `perf mem` opens `{cpu/mem-loads-aux/,cpu/mem-loads/}` the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupLeader {
+    /// Short description, e.g. `cpu/mem-loads-aux/ (event=0x03,umask=0x82)`.
+    pub label: String,
+    /// `perf_event_attr.type`.
+    pub pmu_type: u32,
+    pub config: u64,
+    pub config1: u64,
+    pub config2: u64,
 }
 
 /// Read `<sysfs>/<pmu>/type`.
@@ -62,6 +91,17 @@ pub fn pmu_type(sysfs: &Path, pmu: &str) -> Result<u32> {
     text.trim().parse().map_err(|_| {
         ProfileError::import(&p, 1, format!("'{}' is not a PMU type number", text.trim()))
     })
+}
+
+/// The CPUs a PMU covers, from `<sysfs>/<pmu>/cpus` (hybrid PMUs have it; `None` without it).
+pub fn pmu_cpus(sysfs: &Path, pmu: &str) -> Result<Option<Vec<usize>>> {
+    let p = sysfs.join(pmu).join("cpus");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        return Ok(None);
+    };
+    mapper::topology::parse_cpu_list(&text)
+        .map(|c| Some(c.into_iter().map(|c| c as usize).collect()))
+        .map_err(|e| ProfileError::import(&p, 1, e.to_string()))
 }
 
 /// Which attr word a format field lives in, and its bit ranges (low, high inclusive).
@@ -195,6 +235,7 @@ pub fn intel_pebs(
     ldlat: Option<u16>,
 ) -> Result<Vec<HwEvent>> {
     let mut out = Vec::new();
+    let cpus = pmu_cpus(sysfs, core_pmu)?;
     let (_, loads) = read_alias(sysfs, core_pmu, "mem-loads").ok_or_else(|| {
         ProfileError::import(
             sysfs.join(core_pmu).join("events/mem-loads"),
@@ -227,6 +268,8 @@ pub fn intel_pebs(
         samples: AccessKind::Load,
         aux_trace: false,
         data_src_has_level: true,
+        group_leader: mem_loads_aux(sysfs, core_pmu)?,
+        cpus: cpus.clone(),
     });
     if let Some((_, stores)) = read_alias(sysfs, core_pmu, "mem-stores") {
         let (ty, w, label) = build(
@@ -251,9 +294,31 @@ pub fn intel_pebs(
             aux_trace: false,
             // Precise stores report only L1 hit/miss.
             data_src_has_level: false,
+            group_leader: None,
+            cpus,
         });
     }
     Ok(out)
+}
+
+/// The core PMU's `mem-loads-aux` alias as a group leader, where the PMU has one.
+fn mem_loads_aux(sysfs: &Path, core_pmu: &str) -> Result<Option<GroupLeader>> {
+    let Some((_, terms)) = read_alias(sysfs, core_pmu, "mem-loads-aux") else {
+        return Ok(None);
+    };
+    let (ty, w, label) = build(
+        sysfs,
+        core_pmu,
+        &terms,
+        format!("{core_pmu}/mem-loads-aux/ ({terms})"),
+    )?;
+    Ok(Some(GroupLeader {
+        label,
+        pmu_type: ty,
+        config: w[0],
+        config1: w[1],
+        config2: w[2],
+    }))
 }
 
 /// The thesis's own events (MEM_UOPS_RETIRED.ALL_LOADS / ALL_STORES as raw PEBS events). They
@@ -287,6 +352,8 @@ pub fn intel_thesis_events(period: u64) -> Vec<HwEvent> {
         samples: kind,
         aux_trace: false,
         data_src_has_level: false,
+        group_leader: None,
+        cpus: None,
     })
     .collect()
 }
@@ -320,6 +387,8 @@ pub fn amd_ibs_op(sysfs: &Path, period: u64) -> Result<HwEvent> {
         samples: AccessKind::Unknown,
         aux_trace: false,
         data_src_has_level: true,
+        group_leader: None,
+        cpus: None,
     })
 }
 
@@ -351,15 +420,24 @@ pub fn arm_spe(sysfs: &Path, pmu: &str, period: u64) -> Result<HwEvent> {
         samples: AccessKind::Unknown,
         aux_trace: true,
         data_src_has_level: true,
+        group_leader: None,
+        cpus: None,
     })
 }
 
+/// Fake sysfs PMU directories for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fake_sysfs {
+    use std::path::Path;
 
     /// A fake sysfs PMU directory.
-    fn pmu(root: &Path, name: &str, ty: u32, formats: &[(&str, &str)], events: &[(&str, &str)]) {
+    pub(crate) fn pmu(
+        root: &Path,
+        name: &str,
+        ty: u32,
+        formats: &[(&str, &str)],
+        events: &[(&str, &str)],
+    ) {
         let d = root.join(name);
         std::fs::create_dir_all(d.join("format")).unwrap();
         std::fs::create_dir_all(d.join("events")).unwrap();
@@ -372,7 +450,7 @@ mod tests {
         }
     }
 
-    const INTEL_FORMATS: &[(&str, &str)] = &[
+    pub(crate) const INTEL_FORMATS: &[(&str, &str)] = &[
         ("event", "config:0-7"),
         ("umask", "config:8-15"),
         ("edge", "config:18"),
@@ -380,6 +458,12 @@ mod tests {
         ("cmask", "config:24-31"),
         ("ldlat", "config1:0-15"),
     ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake_sysfs::*;
+    use super::*;
 
     #[test]
     fn format_parsing() {
@@ -461,6 +545,78 @@ mod tests {
         // ldlat override, perf mem's default of 30
         let ev = intel_pebs(d.path(), "cpu", 2000, Some(30)).unwrap();
         assert_eq!(ev[0].config1, 30);
+        // No mem-loads-aux alias (Skylake to Ice Lake): mem-loads opens on its own.
+        assert_eq!(ev[0].group_leader, None);
+    }
+
+    /// Sapphire Rapids' sysfs (its aliases as the kernel exports them): mem-loads is opened
+    /// under the mem-loads-aux counter (0x8203, the config the kernel looks for), mem-stores
+    /// alone. On the hybrid parts the same aliases sit under `cpu_core`.
+    #[test]
+    fn intel_mem_loads_get_the_aux_leader_where_sysfs_has_it() {
+        for core in ["cpu", "cpu_core"] {
+            let d = tempfile::tempdir().unwrap();
+            pmu(
+                d.path(),
+                core,
+                8,
+                INTEL_FORMATS,
+                &[
+                    ("mem-loads", "event=0xcd,umask=0x1,ldlat=3"),
+                    ("mem-loads-aux", "event=0x03,umask=0x82"),
+                    ("mem-stores", "event=0xcd,umask=0x2"),
+                ],
+            );
+            let ev = intel_pebs(d.path(), core, 2000, Some(3)).unwrap();
+            let leader = ev[0].group_leader.as_ref().expect("aux leader");
+            assert_eq!(leader.pmu_type, 8);
+            assert_eq!(leader.config, 0x8203);
+            assert_eq!((leader.config1, leader.config2), (0, 0));
+            assert!(leader.label.starts_with(&format!("{core}/mem-loads-aux/")));
+            assert_eq!(ev[0].config, 0x01cd);
+            assert_eq!(ev[1].samples, AccessKind::Store);
+            assert_eq!(ev[1].group_leader, None);
+        }
+    }
+
+    /// Hybrid parts: each core PMU's events carry its `cpus`, and only `cpu_core` (P-cores)
+    /// has the aux leader. A `cpus` file that is no CPU list is an error naming it.
+    #[test]
+    fn hybrid_core_pmus_cover_their_own_cpus() {
+        let d = tempfile::tempdir().unwrap();
+        pmu(
+            d.path(),
+            "cpu_core",
+            8,
+            INTEL_FORMATS,
+            &[
+                ("mem-loads", "event=0xcd,umask=0x1,ldlat=3"),
+                ("mem-loads-aux", "event=0x03,umask=0x82"),
+            ],
+        );
+        std::fs::write(d.path().join("cpu_core/cpus"), "0-7\n").unwrap();
+        pmu(
+            d.path(),
+            "cpu_atom",
+            10,
+            INTEL_FORMATS,
+            &[("mem-loads", "event=0xd0,umask=0x5,ldlat=3")],
+        );
+        std::fs::write(d.path().join("cpu_atom/cpus"), "8-15\n").unwrap();
+        let p = intel_pebs(d.path(), "cpu_core", 2000, None).unwrap();
+        assert_eq!(p.len(), 1);
+        assert!(p[0].covers(0) && p[0].covers(7) && !p[0].covers(8));
+        assert!(p[0].group_leader.is_some());
+        let e = intel_pebs(d.path(), "cpu_atom", 2000, None).unwrap();
+        assert!(e[0].covers(8) && e[0].covers(15) && !e[0].covers(7));
+        assert_eq!((e[0].pmu_type, e[0].config), (10, 0x05d0));
+        assert_eq!(e[0].group_leader, None);
+        // Without a cpus file (not hybrid): every CPU.
+        assert_eq!(pmu_cpus(d.path(), "nosuch").unwrap(), None);
+
+        std::fs::write(d.path().join("cpu_atom/cpus"), "8-x\n").unwrap();
+        let err = intel_pebs(d.path(), "cpu_atom", 2000, None).unwrap_err();
+        assert!(err.to_string().contains("cpu_atom/cpus"), "{err}");
     }
 
     #[test]

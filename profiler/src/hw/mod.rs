@@ -9,5 +9,5 @@ pub mod events;
 pub mod record;
 
 pub use datasrc::{DataSrc, MemSource};
-pub use events::HwEvent;
+pub use events::{GroupLeader, HwEvent};
 pub use record::{records, HwSample, Record, SampleLayout};

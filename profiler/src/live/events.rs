@@ -8,7 +8,7 @@
 use super::records::{self, Rec};
 use crate::error::{ProfileError, Result};
 use perf_event::events::{Breakpoint, Software};
-use perf_event::{Builder, SampleFlag, Sampler};
+use perf_event::{Builder, Counter, SampleFlag, Sampler};
 use std::io;
 
 /// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` (`_IOW('$', 11, __u64 *)`), breakpoints only, Linux 4.17+.
@@ -35,6 +35,10 @@ pub struct Stream {
     attrs: perf_event_open_sys::bindings::perf_event_attr,
     /// Word a watchpoint currently points at.
     watched: u64,
+    /// The counting group leader the sampler is scheduled with (`mem-loads-aux`), kept open
+    /// for as long as the sampler.
+    #[cfg_attr(not(test), allow(dead_code))]
+    leader: Option<Counter>,
 }
 
 /// Common options of the events opened on one target.
@@ -52,26 +56,9 @@ pub struct OpenOpts {
 pub fn online_cpus() -> Result<Vec<usize>> {
     let path = "/sys/devices/system/cpu/online";
     let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(path, e))?;
-    parse_cpu_list(text.trim())
-        .ok_or_else(|| ProfileError::Config(format!("{path}: cannot parse '{}'", text.trim())))
-}
-
-/// Parse a kernel CPU list (`0-3,6,8-9`).
-pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(out)
+    mapper::topology::parse_cpu_list(&text)
+        .map(|c| c.into_iter().map(|c| c as usize).collect())
+        .map_err(|e| ProfileError::Config(format!("{path}: {e}")))
 }
 
 /// The current `perf_event_paranoid` level (2 on Debian by default), if readable.
@@ -104,6 +91,15 @@ pub fn classify_open_error(e: io::Error, what: &str, target: i32) -> ProfileErro
             }
         }
         Some(libc::ESRCH) => ProfileError::NoSuchProcess(target),
+        // Intel's answer to mem-loads without its mem-loads-aux leader: cmlb groups them when
+        // sysfs lists the alias, so reaching this means the kernel wants it but hides it.
+        Some(libc::ENODATA) => ProfileError::BackendUnavailable {
+            backend: what.to_string(),
+            reason: format!(
+                "the kernel wants this event grouped with an auxiliary event that its PMU does \
+                 not list in sysfs (Intel: events/mem-loads-aux) ({e})"
+            ),
+        },
         Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP) => {
             ProfileError::BackendUnavailable {
                 backend: what.to_string(),
@@ -160,6 +156,7 @@ pub fn open_faults(target: i32, cpu: usize, period: u64, o: &OpenOpts) -> Result
         cpu,
         attrs,
         watched: PARKED_ADDR,
+        leader: None,
     })
 }
 
@@ -185,12 +182,13 @@ pub fn open_watch(target: i32, cpu: usize, slot: usize, o: &OpenOpts) -> Result<
         cpu,
         attrs,
         watched: PARKED_ADDR,
+        leader: None,
     })
 }
 
-/// Open a precise memory-sampling event. `target` None: CPU-wide (AMD IBS has no per-task
-/// mode; samples are filtered by pid afterwards, and the kernel demands CAP_PERFMON or
-/// `perf_event_paranoid` <= 0 for it).
+/// Open a precise memory-sampling event (under its group leader, if it has one). `target`
+/// None: CPU-wide (AMD IBS has no per-task mode; samples are filtered by pid afterwards, and
+/// the kernel demands CAP_PERFMON or `perf_event_paranoid` <= 0 for it).
 pub fn open_hw(
     ev: &crate::hw::HwEvent,
     target: Option<i32>,
@@ -198,37 +196,57 @@ pub fn open_hw(
     o: &OpenOpts,
 ) -> Result<Stream> {
     let layout = crate::hw::SampleLayout::new(ev.sample_type)?;
-    let mut b = Builder::new(Software::DUMMY);
-    match target {
-        Some(t) => base_builder(&mut b, t, cpu, o),
-        None => {
-            b.any_pid().one_cpu(cpu);
+    let who = target.unwrap_or(-1);
+    // Both events start together: at the target's exec, or now.
+    let on_exec = o.enable_on_exec && target.is_some();
+    let attach = |b: &mut Builder| {
+        match target {
+            Some(t) => base_builder(b, t, cpu, o),
+            None => {
+                b.any_pid().one_cpu(cpu);
+            }
         }
-    }
+        b.exclude_kernel(ev.exclude_kernel)
+            .exclude_hv(ev.exclude_hv)
+            .enable_on_exec(on_exec)
+            .enabled(!on_exec);
+    };
+    let mut leader = match &ev.group_leader {
+        Some(l) => {
+            let mut b = Builder::new(Software::DUMMY);
+            attach(&mut b);
+            // A plain counter: it only has to be scheduled with the sampler.
+            b.sample(SampleFlag::empty());
+            set_event(b.attrs_mut(), l.pmu_type, [l.config, l.config1, l.config2]);
+            let c = b.build().map_err(|e| {
+                classify_open_error(e, &format!("hw group leader {}", l.label), who)
+            })?;
+            Some(c)
+        }
+        None => None,
+    };
+    let mut b = Builder::new(Software::DUMMY);
+    attach(&mut b);
     b.sample(SampleFlag::from_bits_retain(ev.sample_type))
         .sample_period(ev.sample_period)
-        .exclude_kernel(ev.exclude_kernel)
-        .exclude_hv(ev.exclude_hv)
         .precise_ip(match ev.precise_ip {
             0 => perf_event::SampleSkid::Arbitrary,
             1 => perf_event::SampleSkid::Constant,
             2 => perf_event::SampleSkid::RequestZero,
             _ => perf_event::SampleSkid::RequireZero,
-        })
-        .enable_on_exec(o.enable_on_exec && target.is_some())
-        .enabled(!(o.enable_on_exec && target.is_some()));
-    {
-        let a = b.attrs_mut();
-        a.type_ = ev.pmu_type;
-        a.config = ev.config;
-        a.__bindgen_anon_3.config1 = ev.config1;
-        a.__bindgen_anon_4.config2 = ev.config2;
-    }
+        });
+    set_event(
+        b.attrs_mut(),
+        ev.pmu_type,
+        [ev.config, ev.config1, ev.config2],
+    );
     let attrs = *b.attrs();
-    let who = target.unwrap_or(-1);
-    let counter = b
-        .build()
-        .map_err(|e| classify_open_error(e, &format!("hw event {}", ev.label), who))?;
+    let built = match leader.as_mut() {
+        Some(l) => b.build_with_group(l),
+        None => b.build(),
+    };
+    let counter =
+        built.map_err(|e| classify_open_error(e, &format!("hw event {}", ev.label), who))?;
     let sampler = counter
         .sampled(o.buffer_bytes)
         .map_err(|e| classify_open_error(e, "hw ring buffer", who))?;
@@ -239,7 +257,16 @@ pub fn open_hw(
         cpu,
         attrs,
         watched: PARKED_ADDR,
+        leader,
     })
+}
+
+/// Point an attr at a PMU's event: type and config words.
+fn set_event(a: &mut perf_event_open_sys::bindings::perf_event_attr, ty: u32, w: [u64; 3]) {
+    a.type_ = ty;
+    a.config = w[0];
+    a.__bindgen_anon_3.config1 = w[1];
+    a.__bindgen_anon_4.config2 = w[2];
 }
 
 impl Stream {
@@ -308,20 +335,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("x"), None);
+    fn online_cpus_are_read() {
         assert!(!online_cpus().unwrap().is_empty());
     }
 
-    /// The hw path (attr from an `HwEvent`, ring buffer bytes through the hw record decoder)
-    /// exercised with a software event in the hw sample layout, since this machine has no
-    /// PEBS/IBS: page faults sampled with TID|TIME|ADDR|DATA_SRC.
-    #[test]
-    fn hw_stream_decodes_through_the_hw_record_layout() {
-        let ev = crate::hw::HwEvent {
+    /// Page faults sampled in the hw sample layout (TID|TIME|ADDR|DATA_SRC): a software event
+    /// standing in for PEBS/IBS, which this machine does not have.
+    fn faults_in_hw_layout() -> crate::hw::HwEvent {
+        crate::hw::HwEvent {
             label: "software/page-faults/ in the hw layout".into(),
             pmu: "software".into(),
             pmu_type: 1, // PERF_TYPE_SOFTWARE
@@ -336,21 +357,31 @@ mod tests {
             samples: crate::sample::AccessKind::Unknown,
             aux_trace: false,
             data_src_has_level: false,
-        };
+            group_leader: None,
+            cpus: None,
+        }
+    }
+
+    /// Open `ev` on this test's thread on every CPU.
+    fn open_on_this_thread(ev: &crate::hw::HwEvent) -> Vec<Stream> {
         let o = OpenOpts {
             follow_children: false,
             enable_on_exec: false,
             buffer_bytes: 256 * 1024,
         };
-        let me = std::process::id() as i32;
-        // This test runs on its own thread: observe that thread.
         let tid = nix::unistd::gettid().as_raw();
-        let mut streams: Vec<Stream> = online_cpus()
+        online_cpus()
             .unwrap()
             .into_iter()
-            .map(|c| open_hw(&ev, Some(tid), c, &o).unwrap())
-            .collect();
-        // First-touch 64 fresh pages from this thread.
+            .map(|c| open_hw(ev, Some(tid), c, &o).unwrap())
+            .collect()
+    }
+
+    /// First-touch 64 fresh pages from this thread; returns how many of them the streams
+    /// decoded as samples of this thread at those addresses.
+    fn sampled_faults(streams: &mut [Stream]) -> usize {
+        let me = std::process::id() as i32;
+        let tid = nix::unistd::gettid().as_raw();
         let len = 64 * 4096;
         // SAFETY: anonymous private mapping, unmapped below.
         let p = unsafe {
@@ -363,7 +394,7 @@ mod tests {
                 0,
             )
         } as *mut u8;
-        assert!(!p.is_null());
+        assert!(p as *mut libc::c_void != libc::MAP_FAILED);
         for i in 0..64 {
             // SAFETY: within the mapping.
             unsafe { p.add(i * 4096).write_volatile(1) };
@@ -375,15 +406,57 @@ mod tests {
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(p.cast(), len) };
         let base = p as u64;
-        let mine = recs
-            .iter()
+        recs.iter()
             .filter(|(k, r)| {
                 matches!(k, StreamKind::Hw(_))
                     && matches!(r, Rec::Full { pid, sample }
                         if *pid == me && sample.tid == tid
                             && sample.addr >= base && sample.addr < base + len as u64)
             })
-            .count();
-        assert!(mine >= 60, "only {mine} of 64 page faults decoded");
+            .count()
+    }
+
+    /// The hw path (attr from an `HwEvent`, ring buffer bytes through the hw record decoder).
+    #[test]
+    fn hw_stream_decodes_through_the_hw_record_layout() {
+        let mut streams = open_on_this_thread(&faults_in_hw_layout());
+        let n = sampled_faults(&mut streams);
+        assert!(n >= 60, "only {n} of 64 page faults decoded");
+    }
+
+    /// An event with a group leader (Intel mem-loads under mem-loads-aux) is opened in the
+    /// leader's group: the leader counts alongside the sampler, and the sampler runs only
+    /// while its leader is enabled, which is what membership of the group means. Software
+    /// events stand in for both, since this machine has no PEBS.
+    #[test]
+    fn hw_event_is_opened_in_its_leaders_group() {
+        let mut ev = faults_in_hw_layout();
+        ev.group_leader = Some(crate::hw::GroupLeader {
+            label: "software/page-faults/ counting".into(),
+            pmu_type: 1,
+            config: 2,
+            config1: 0,
+            config2: 0,
+        });
+        let mut streams = open_on_this_thread(&ev);
+        let n = sampled_faults(&mut streams);
+        assert!(n >= 60, "only {n} of 64 page faults sampled in the group");
+        let counted: u64 = streams
+            .iter_mut()
+            .map(|s| {
+                s.leader
+                    .as_mut()
+                    .expect("the leader is kept")
+                    .read()
+                    .unwrap()
+            })
+            .sum();
+        assert!(counted >= 60, "the leader counted {counted} faults");
+
+        for s in streams.iter_mut() {
+            s.leader.as_mut().unwrap().disable().unwrap();
+        }
+        let n = sampled_faults(&mut streams);
+        assert_eq!(n, 0, "the sampler ran with its group leader disabled");
     }
 }
