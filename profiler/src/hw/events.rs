@@ -243,42 +243,19 @@ pub fn intel_pebs(
             "no mem-loads event: this CPU/kernel has no PEBS load-latency sampling",
         )
     })?;
-    let mut terms = loads.clone();
+    let mut terms = loads;
     if let Some(l) = ldlat {
         terms.push_str(&format!(",ldlat={l}"));
     }
-    let (ty, w, label) = build(
-        sysfs,
-        core_pmu,
-        &terms,
-        format!("{core_pmu}/mem-loads/ ({terms})"),
-    )?;
-    out.push(HwEvent {
-        label,
-        pmu: core_pmu.to_string(),
-        pmu_type: ty,
-        config: w[0],
-        config1: w[1],
-        config2: w[2],
-        precise_ip: 2,
-        sample_type: HW_SAMPLE_TYPE,
-        sample_period: period,
-        exclude_kernel: true,
-        exclude_hv: true,
-        samples: AccessKind::Load,
-        aux_trace: false,
-        data_src_has_level: true,
-        group_leader: mem_loads_aux(sysfs, core_pmu)?,
-        cpus: cpus.clone(),
-    });
-    if let Some((_, stores)) = read_alias(sysfs, core_pmu, "mem-stores") {
+    // One precise ("pp") sampler of the core PMU from an alias's terms.
+    let pebs = |name: &str, terms: &str, samples, data_src_has_level| -> Result<HwEvent> {
         let (ty, w, label) = build(
             sysfs,
             core_pmu,
-            &stores,
-            format!("{core_pmu}/mem-stores/ ({stores})"),
+            terms,
+            format!("{core_pmu}/{name}/ ({terms})"),
         )?;
-        out.push(HwEvent {
+        Ok(HwEvent {
             label,
             pmu: core_pmu.to_string(),
             pmu_type: ty,
@@ -290,13 +267,19 @@ pub fn intel_pebs(
             sample_period: period,
             exclude_kernel: true,
             exclude_hv: true,
-            samples: AccessKind::Store,
+            samples,
             aux_trace: false,
-            // Precise stores report only L1 hit/miss.
-            data_src_has_level: false,
+            data_src_has_level,
             group_leader: None,
-            cpus,
-        });
+            cpus: cpus.clone(),
+        })
+    };
+    let mut load = pebs("mem-loads", &terms, AccessKind::Load, true)?;
+    load.group_leader = mem_loads_aux(sysfs, core_pmu)?;
+    out.push(load);
+    if let Some((_, stores)) = read_alias(sysfs, core_pmu, "mem-stores") {
+        // Precise stores report only L1 hit/miss.
+        out.push(pebs("mem-stores", &stores, AccessKind::Store, false)?);
     }
     Ok(out)
 }
