@@ -2,6 +2,15 @@
 
 use clap::{Parser, Subcommand};
 
+/// A line on stderr that can never panic: `run` and `profile` supervise a command and must
+/// carry on (and write the profile) when their stderr reader has gone away.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cmd;
 
 #[derive(Parser)]
@@ -42,6 +51,22 @@ fn main() {
     // cmlb reports topology errors itself; keep hwloc's parser chatter off stderr.
     mapper::topology::quiet_hwloc();
     let cli = Cli::parse();
+    // A reader that goes away (`cmlb map --list | head`) ends cmlb quietly by SIGPIPE, as it
+    // does any Unix tool, instead of a "failed printing" panic. Not while cmlb supervises a
+    // command: then a vanished reader must not end cmlb and orphan the command (its messages
+    // go through `say!`, and its own pipes handle EPIPE). Launched commands get the default
+    // disposition either way (std resets it for them).
+    let supervises = match &cli.command {
+        Command::Run(_) => true,
+        Command::Profile(a) => !a.probe_only(),
+        _ => false,
+    };
+    if !supervises {
+        // SAFETY: setting a signal disposition while no other thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let level = match cli.verbose {
         0 => "warn",
         1 => "info",
@@ -59,7 +84,7 @@ fn main() {
         Command::Profile(a) => cmd::profile::run(a).map(|code| std::process::exit(code)),
     };
     if let Err(e) = result {
-        eprintln!("cmlb: error: {}", one_line(&e));
+        say!("cmlb: error: {}", one_line(&e));
         std::process::exit(1);
     }
 }

@@ -695,3 +695,27 @@ fn csv_files_may_start_with_a_byte_order_mark() {
     ]);
     assert!(out.contains("threads:  4 "), "{out}");
 }
+
+/// A reader that goes away early (`cmlb map --list | head -1`) ends cmlb by SIGPIPE, silently,
+/// like any Unix tool: no "failed printing to stdout" panic, no exit status 101.
+#[test]
+fn closed_stdout_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [&["map", "--list"][..], &["profile", "--probe"][..]] {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        drop(r);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_cmlb"))
+            .args(args)
+            .stdout(std::process::Stdio::from(w))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?} {err}",
+            o.status
+        );
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+}

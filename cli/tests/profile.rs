@@ -594,3 +594,35 @@ fn sample_log_is_bounded_and_feeds_dagtm() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(!out0.join("samples.csv").exists());
 }
+
+/// When the reader of cmlb's stderr goes away (a closed pipe), `profile` and `run` still
+/// supervise the command to its end, write the profile and return the command's status:
+/// their messages are dropped, not fatal, and SIGPIPE does not end them.
+#[test]
+fn a_vanished_stderr_reader_neither_stops_the_command_nor_loses_the_profile() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let prof = d.path().join("prof");
+    let closed = || {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        drop(r);
+        std::process::Stdio::from(w)
+    };
+    let st = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["profile", "-v", "--backend", "faults", "--out"])
+        .arg(&prof)
+        .args(["--", "sh", "-c", "exit 4"])
+        .stderr(closed())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(4), "{st:?}");
+    assert!(prof.join("profile.yaml").is_file());
+    let st = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["run", "-v", "--profile"])
+        .arg(&prof)
+        .args(["--", "sh", "-c", "exit 3"])
+        .stderr(closed())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(3), "{st:?}");
+}

@@ -89,6 +89,13 @@ pub struct Args {
     command: Vec<String>,
 }
 
+impl Args {
+    /// `--probe`: print a report and exit, nothing launched or followed.
+    pub fn probe_only(&self) -> bool {
+        self.probe
+    }
+}
+
 pub(crate) fn parse_backend(s: &str) -> Result<Backend, String> {
     Backend::parse(s).ok_or_else(|| {
         format!("unknown backend '{s}' (expected auto, hw, numa-faults, watch or faults)")
@@ -176,7 +183,7 @@ pub fn run(a: Args) -> Result<i32> {
             None => Err(e),
         },
         Err(Failure::AfterRun(e, code)) if a.run_anyway => {
-            eprintln!("cmlb: warning: {e:#}; no profile written (--run-anyway: exit status is the command's)");
+            say!("cmlb: warning: {e:#}; no profile written (--run-anyway: exit status is the command's)");
             Ok(code)
         }
         Err(Failure::AfterRun(e, _)) => Err(e),
@@ -194,7 +201,7 @@ enum Failure {
 /// its exit status, signals and pid are the command's own.
 fn run_unprofiled(argv: &[String], why: &anyhow::Error) -> Result<i32> {
     use std::os::unix::process::CommandExt;
-    eprintln!(
+    say!(
         "cmlb: warning: {why:#}; running {} unprofiled (--run-anyway)",
         argv[0]
     );
@@ -252,26 +259,30 @@ fn profile_and_write(
         .with_context(|| format!("writing the profile to {}", a.out.display()))
         .map_err(|e| Failure::AfterRun(e, code))?;
     for w in &run.warnings {
-        eprintln!("cmlb: warning: {w}");
+        say!("cmlb: warning: {w}");
     }
     if p.load.iter().all(|&l| l == 0.0) {
         // Typical of --attach: the process touched its memory before sampling began.
-        eprintln!(
+        say!(
             "cmlb: warning: no sample fed the memory-load vector (load.csv is all zero), so \
              plans from this profile balance thread counts, not memory load; profile the \
              program from its start for a load vector"
         );
     }
-    eprintln!(
+    say!(
         "cmlb: profile written to {} ({} backend, {} threads, {:.2} s)",
         a.out.display(),
         run.backend,
         p.meta.threads.len(),
         run.elapsed.as_secs_f64()
     );
-    eprintln!(
+    say!(
         "cmlb: {} samples ({} page faults, {} watchpoint hits, {} precise memory samples), {} lost",
-        p.meta.samples, run.fault_samples, run.watch_samples, run.hw_samples, run.lost
+        p.meta.samples,
+        run.fault_samples,
+        run.watch_samples,
+        run.hw_samples,
+        run.lost
     );
     let knobs: Vec<String> = run
         .knobs
@@ -279,16 +290,16 @@ fn profile_and_write(
         .filter(|(k, _)| k != "backend")
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    eprintln!("cmlb: settings: {}", knobs.join(" "));
+    say!("cmlb: settings: {}", knobs.join(" "));
     match run.exit_status.and_then(|st| {
         use std::os::unix::process::ExitStatusExt;
         st.signal()
     }) {
-        Some(sig) => eprintln!(
+        Some(sig) => say!(
             "cmlb: the profiled command was killed by signal {sig} ({}); exit status {code}",
             nix::sys::signal::Signal::try_from(sig).map_or("unknown", |s| s.as_str())
         ),
-        None if code != 0 => eprintln!("cmlb: the profiled command exited with status {code}"),
+        None if code != 0 => say!("cmlb: the profiled command exited with status {code}"),
         None => {}
     }
     Ok(code)

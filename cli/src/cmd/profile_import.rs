@@ -25,7 +25,7 @@ pub fn run(format: &str, file: &Path, out: &Path) -> Result<i32> {
     p.write_dir(out)
         .with_context(|| format!("writing the profile to {}", out.display()))?;
     let param = |k: &str| p.meta.params.get(k).cloned().unwrap_or_default();
-    eprintln!(
+    say!(
         "cmlb: profile written to {} ({}, {} threads numbered by {}, {:.3} s of trace)",
         out.display(),
         p.meta.backend,
@@ -33,7 +33,7 @@ pub fn run(format: &str, file: &Path, out: &Path) -> Result<i32> {
         param("import.thread_order"),
         p.meta.duration_s
     );
-    eprintln!(
+    say!(
         "cmlb: {} samples, {} sample lines without a data address skipped; load vector: {}",
         p.meta.samples,
         param("import.skipped_no_addr"),

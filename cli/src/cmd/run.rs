@@ -101,7 +101,7 @@ pub fn run(a: Args) -> Result<()> {
         Ok(b) => b,
         Err(e) if a.strict => return Err(e.context("no plan (--strict)")),
         Err(e) => {
-            eprintln!("cmlb: warning: {}; running unpinned", crate::one_line(&e));
+            say!("cmlb: warning: {}; running unpinned", crate::one_line(&e));
             None
         }
     };
@@ -128,7 +128,7 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
             Ok(lib) => (BindMode::Both, Some(lib)),
             // OMP_PLACES and the task's CPU mask still pin an OpenMP program.
             Err(e) if !a.strict => {
-                eprintln!(
+                say!(
                     "cmlb: warning: {}; binding through the OpenMP environment only",
                     crate::one_line(&e)
                 );
@@ -181,7 +181,7 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
     };
     let p = strategy::compute_plan(&a.strategy, &input)?;
     let compact = strategy::compute_plan("compact", &input)?;
-    eprintln!(
+    say!(
         "cmlb: run: strategy {}, profile {} ({} threads), PUs {}: RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e}){}",
         p.strategy,
         dir.display(),
@@ -202,7 +202,7 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
             .enumerate()
             .map(|(k, u)| format!("{k}:{u}"))
             .collect();
-        eprintln!("cmlb: plan thread:PU {}", list.join(" "));
+        say!("cmlb: plan thread:PU {}", list.join(" "));
         return Ok(None);
     }
     let mut env = binding::task_env(&pus, bind, omp.is_some());
@@ -284,7 +284,7 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    eprintln!(
+    say!(
         "cmlb: no profile in {}: profiling {} for up to {} s (pre-run)",
         out.display(),
         a.command[0],
