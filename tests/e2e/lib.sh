@@ -35,7 +35,7 @@ start_cluster() {
 # wait_job JOBID: wait until the batch job left the queue (max 60 s).
 wait_job() {
     for _ in $(seq 1 600); do
-        squeue -h -j "$1" 2>/dev/null | grep -q . || return 0
+        [ -n "$(squeue -h -j "$1" 2>/dev/null)" ] || return 0
         sleep 0.1
     done
     return 1
@@ -52,7 +52,7 @@ summary() {
 # wait_idle: until no job is left on the cluster (srun --uid fails if its job has to queue).
 wait_idle() {
     for _ in $(seq 1 300); do
-        if ! squeue -h 2>/dev/null | grep -q . && [ "$(sinfo -h -o %T 2>/dev/null | head -1)" = idle ]; then
+        if [ -z "$(squeue -h 2>/dev/null)" ] && [ "$(sinfo -h -o %T 2>/dev/null | head -1)" = idle ]; then
             return 0
         fi
         sleep 0.1

@@ -65,7 +65,11 @@ check "pre-run: period= reaches the profiler" test "$(grep -l '^sample_period: 2
 
 # Profiling that cannot start (here: backend=hw on a machine without a sampling PMU) never
 # fails the job: the program runs unprofiled with a warning. strict=1 fails it instead.
-if "$CMLB" profile --probe 2>/dev/null | grep -q '^hardware sampling: *none'; then
+# (Captured, not piped into grep -q: under pipefail a reader that stops early fails the test.)
+probe=$("$CMLB" profile --probe 2>/dev/null)
+if ! grep -q '^hardware sampling: *none' <<<"$probe"; then
+    echo "e2e: note: skipping the unstartable-profiling checks: this node has a sampling PMU"
+else
     start_cluster "scratch=$WORK/scratch/%u backend=hw" || return
     srun -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.2 >"$WORK/nh.out" 2>"$WORK/nh.err"
     rc=$?
