@@ -114,8 +114,13 @@ fn assert_load_std_within_5_percent_of_eagermap(rows: &[Row], strategy: &str) {
 
 const SHOWN: [&str; 4] = ["eagermap", "eagermap-lb", "cmlb", DEFAULT];
 
+/// Threads filling the machine. Asserted: the faithful `cmlb` shows the thesis's trade-off, and
+/// the default keeps the balance bar (Load_std <= 5 % of EagerMap's) and beats `cmlb`. The
+/// issue's RemoteComm bar (<= 1.15x EagerMap's) is out of reach here for any balanced plan:
+/// SP-OMP alone puts the set at 1.173x (docs/strategies.md, "Why the default stays at 1.19x");
+/// the last assertion keeps the measured 1.189x from creeping up.
 #[test]
-fn quarter_heavy_loads_meet_the_quality_bar() {
+fn quarter_heavy_loads_full_machine_balanced_and_better_than_thesis() {
     let rows = run(&common::quarter_heavy, &SHOWN);
     print_table(
         "NAS matrices, first quarter of threads 4x load (RC = RemoteComm)",
@@ -136,6 +141,12 @@ fn quarter_heavy_loads_meet_the_quality_bar() {
     assert!(
         rc(DEFAULT) < rc("cmlb"),
         "{DEFAULT} must beat the faithful cmlb"
+    );
+    assert!(
+        rc(DEFAULT) <= 1.20 * rc("eagermap"),
+        "{DEFAULT} RemoteComm {} vs eagermap {} (measured 1.189x)",
+        rc(DEFAULT),
+        rc("eagermap")
     );
 }
 
