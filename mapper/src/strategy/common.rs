@@ -34,6 +34,19 @@ pub(crate) fn apportion(n: usize, caps: &[usize]) -> Vec<usize> {
     sizes
 }
 
+/// Position in `remaining` (ascending element indices) of the element with the largest
+/// `sums` value; strict `>`, so the lowest index wins ties (EagerMap's tie-breaking).
+pub(crate) fn strongest(remaining: &[usize], sums: &[f64]) -> usize {
+    let (mut best, mut wmax) = (0, f64::NEG_INFINITY);
+    for (p, &e) in remaining.iter().enumerate() {
+        if sums[e] > wmax {
+            wmax = sums[e];
+            best = p;
+        }
+    }
+    best
+}
+
 /// Greedy group growth of EagerMap's `GenerateGroup` (digest 001, Algorithm 3) over a set of
 /// elements, with the per-candidate sums kept incrementally (O(E) per added element instead of
 /// re-summing over the group).
@@ -58,15 +71,7 @@ pub(crate) fn greedy_groups(
             let pos = if step == 0 {
                 0 // every score is 0: the lowest remaining index wins
             } else {
-                let mut best = 0;
-                let mut wmax = f64::NEG_INFINITY;
-                for (p, &e) in remaining.iter().enumerate() {
-                    if sums[e] > wmax {
-                        wmax = sums[e];
-                        best = p;
-                    }
-                }
-                best
+                strongest(&remaining, &sums)
             };
             let winner = remaining.remove(pos);
             group.push(winner);

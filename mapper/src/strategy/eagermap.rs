@@ -24,7 +24,7 @@
 //! group takes at least one element (zero loads cannot stall it) and the last available group
 //! takes everything left.
 
-use super::common::{greedy_groups, live_children, place_in_subtree};
+use super::common::{greedy_groups, live_children, place_in_subtree, strongest};
 use super::{MapInput, Strategy};
 use crate::error::Result;
 use crate::matrix::CommMatrix;
@@ -173,14 +173,7 @@ fn lb_groups(
             let pos = if group.is_empty() {
                 0
             } else {
-                let (mut best, mut wmax) = (0, f64::NEG_INFINITY);
-                for (p, &e) in remaining.iter().enumerate() {
-                    if sums[e] > wmax {
-                        wmax = sums[e];
-                        best = p;
-                    }
-                }
-                best
+                strongest(&remaining, &sums)
             };
             let w = remaining.remove(pos);
             group.push(w);
