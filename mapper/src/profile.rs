@@ -324,3 +324,47 @@ fn read_timeline_csv(path: &Path) -> Result<Vec<TimelineRow>> {
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// EagerMap's layout (numalize writes the same): the first thread's row is the last line.
+    /// A file written this way must read back as the same matrix, so a cmlb profile can be fed
+    /// to EagerMap's tools and their matrices to cmlb.
+    #[test]
+    fn eagermap_order_puts_the_first_thread_last_and_round_trips() {
+        let m = CommMatrix::from_rows(
+            "m",
+            vec![
+                vec![0.0, 1.0, 5.0],
+                vec![1.0, 0.0, 2.5],
+                vec![5.0, 2.5, 0.0],
+            ],
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (em, plain) = (dir.path().join("em.csv"), dir.path().join("plain.csv"));
+        write_comm_csv(&em, &m, true).unwrap();
+        write_comm_csv(&plain, &m, false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&em).unwrap(),
+            "5,2.5,0\n1,0,2.5\n0,1,5\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&plain).unwrap(),
+            "0,1,5\n1,0,2.5\n5,2.5,0\n"
+        );
+        assert_eq!(read_comm_csv(&em, true).unwrap(), m);
+        assert_eq!(read_comm_csv(&plain, false).unwrap(), m);
+        // numalize ends its matrix with an empty line; EagerMap's files end rows with a comma.
+        let numalize = dir.path().join("numalize.csv");
+        std::fs::write(&numalize, "5,2.5,0\n1,0,2.5\n0,1,5\n\n").unwrap();
+        assert_eq!(read_comm_csv(&numalize, true).unwrap(), m);
+        std::fs::write(&numalize, "5,2.5,0,\n1,0,2.5,\n0,1,5,\n").unwrap();
+        assert_eq!(read_comm_csv(&numalize, true).unwrap(), m);
+        // Read in the wrong order the rows no longer mirror the columns.
+        let err = read_comm_csv(&em, false).unwrap_err().to_string();
+        assert!(err.contains("not symmetric"), "{err}");
+    }
+}
