@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails, ok, stdout};
+use common::{fails, ok, stdout, usage_error};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -480,7 +480,7 @@ fn bad_loads_strategies_cpusets_and_topologies() {
         &["empty-load.csv", "empty load vector"],
     );
     let names = mapper::strategy::names().join(", ");
-    fails(
+    usage_error(
         &[
             "map",
             "--comm",

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fails, ok};
+use common::{fails, ok, usage_error};
 
 use serde_json::Value;
 
@@ -184,24 +184,25 @@ fn bad_method_parameters_are_one_clear_line() {
         ]
     };
     fails(&base("spectral:k=3"), &["k=3", "4 NUMA nodes"]);
-    fails(
+    // Caught where typed (clap's value parser): a usage error, as for any bad option value.
+    usage_error(
         &base("spectral:foo=1"),
         &["no parameter 'foo'", "k, scheme"],
     );
-    fails(
+    usage_error(
         &base("pair-exchange:iters=many"),
         &["iters=many", "integer"],
     );
     // Search efforts are bounded, like the default's anneal=, so a typo cannot run for hours.
-    fails(
+    usage_error(
         &base("pair-exchange:iters=18446744073709551615"),
         &["iters=18446744073709551615", "0..=50000000"],
     );
-    fails(
+    usage_error(
         &base("spectral:refine=1000000000"),
         &["refine=1000000000", "0..=10000"],
     );
-    fails(&base("compact:k=2"), &["takes no parameters"]);
+    usage_error(&base("compact:k=2"), &["takes no parameters"]);
 }
 
 /// 4 threads: 0 and 3 sweep the same 8 lines three times, 1 and 2 another 8 lines.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fails, ok};
+use common::{fails, ok, usage_error};
 
 use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use mapper::CommMatrix;
@@ -354,7 +354,7 @@ fn bad_profile_dirs_fail_with_one_clear_line_and_no_output() {
         &["load.csv"],
     );
     write_profile(&prof);
-    fails(
+    usage_error(
         &[
             "report",
             s(&prof),

@@ -211,8 +211,9 @@ fn bad_arguments_are_clear_errors() {
     let o = cmlb(&["run", "--time", "1e300", "--", "true"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--time must be at most 1e8 seconds"));
+    // A bad strategy spec is a usage error, as a bad --backend (clap's value parser).
     let o = cmlb(&["run", "--strategy", "nosuch", "--", "true"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown strategy 'nosuch'"));
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("p");

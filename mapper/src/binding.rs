@@ -1,6 +1,6 @@
-//! From a plan to what actually pins threads, shared by the SPANK plugin and `cmlb run`:
-//! the per-thread PU list, the task's CPU mask, the OpenMP environment, and the configuration
-//! of the `pthread_create`-wrapping preload library (`libcmlb_preload.so`).
+//! From a plan to what pins threads, for [`crate::pipeline`]: the per-thread PU list, the
+//! tasks' CPU shares, Slurm's core numbering, the profile key. What then crosses the process
+//! boundary (environment, encodings, `pin`) is the `contract` crate's.
 //!
 //! Thread k of the plan is the k-th thread the process creates (main thread = 0). OpenMP
 //! runtimes create their team in that order, and the preload library counts `pthread_create`
@@ -10,48 +10,7 @@ use crate::error::{MapError, Result};
 use crate::plan::Plan;
 use crate::topology::{Level, Topology};
 
-/// Which mechanism places individual threads (the task mask is always set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BindMode {
-    /// OpenMP environment only (`OMP_PLACES`, `GOMP_CPU_AFFINITY`, `KMP_AFFINITY`).
-    Omp,
-    /// The `pthread_create` wrapper only (any threaded program, dynamically linked).
-    Preload,
-    /// Both; they agree on every thread's PU.
-    Both,
-}
-
-impl BindMode {
-    pub fn parse(s: &str) -> Option<BindMode> {
-        match s {
-            "omp" => Some(BindMode::Omp),
-            "preload" => Some(BindMode::Preload),
-            "both" => Some(BindMode::Both),
-            _ => None,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            BindMode::Omp => "omp",
-            BindMode::Preload => "preload",
-            BindMode::Both => "both",
-        }
-    }
-    fn omp(self) -> bool {
-        matches!(self, BindMode::Omp | BindMode::Both)
-    }
-    fn preload(self) -> bool {
-        matches!(self, BindMode::Preload | BindMode::Both)
-    }
-}
-
-/// Variables read by the preload library.
-pub const ENV_PUS: &str = "CMLB_BIND_PUS";
-/// Only the process with this pid applies `CMLB_BIND_PUS` (children inherit LD_PRELOAD and the
-/// variables, but must not pin their own threads onto the parent's plan).
-pub const ENV_PID: &str = "CMLB_BIND_PID";
-/// Set to `1` by the preload library to log each pinning to stderr.
-pub const ENV_VERBOSE: &str = "CMLB_BIND_VERBOSE";
+pub use contract::BindMode;
 
 /// PU OS index of every thread, in thread order. `None` for a plan that binds nothing.
 pub fn thread_pus(plan: &Plan) -> Option<Vec<u32>> {
@@ -61,43 +20,6 @@ pub fn thread_pus(plan: &Plan) -> Option<Vec<u32>> {
     let mut a = plan.assignment.clone();
     a.sort_by_key(|x| x.thread);
     Some(a.iter().map(|x| x.pu).collect())
-}
-
-/// Environment for one task: `(name, value)` pairs to set. `omp_threads_set` tells whether the
-/// user already chose `OMP_NUM_THREADS` (never overridden).
-pub fn task_env(pus: &[u32], mode: BindMode, omp_threads_set: bool) -> Vec<(String, String)> {
-    let mut env = Vec::new();
-    if pus.is_empty() {
-        return env;
-    }
-    if mode.omp() {
-        let places: Vec<String> = pus.iter().map(|p| format!("{{{p}}}")).collect();
-        env.push(("OMP_PLACES".into(), places.join(",")));
-        env.push(("OMP_PROC_BIND".into(), "true".into()));
-        let list: Vec<String> = pus.iter().map(|p| p.to_string()).collect();
-        env.push(("GOMP_CPU_AFFINITY".into(), list.join(" ")));
-        env.push((
-            "KMP_AFFINITY".into(),
-            format!("granularity=fine,explicit,proclist=[{}]", list.join(",")),
-        ));
-        if !omp_threads_set {
-            env.push(("OMP_NUM_THREADS".into(), pus.len().to_string()));
-        }
-    }
-    if mode.preload() {
-        let list: Vec<String> = pus.iter().map(|p| p.to_string()).collect();
-        env.push((ENV_PUS.into(), list.join(",")));
-    }
-    env
-}
-
-/// `LD_PRELOAD` value with `lib` prepended to an existing value (space or colon separated).
-pub fn ld_preload_with(existing: Option<&str>, lib: &str) -> String {
-    match existing.map(str::trim).filter(|s| !s.is_empty()) {
-        Some(e) if e.split([' ', ':']).any(|x| x == lib) => e.to_string(),
-        Some(e) => format!("{lib} {e}"),
-        None => lib.to_string(),
-    }
 }
 
 /// Split the topology's PUs into `ntasks` disjoint shares of whole cores, in tree order (so a
@@ -220,31 +142,6 @@ mod tests {
     /// One package of `numa` nodes × `cores` × `pus`, OS indexes in order.
     fn topo(numa: u32, cores: u32, pus: u32) -> Topology {
         crate::strategy::qap::tests::topo(1, numa, cores, pus)
-    }
-
-    #[test]
-    fn env_per_mode() {
-        let pus = [2, 0, 2];
-        let e = task_env(&pus, BindMode::Both, false);
-        let get = |k: &str| e.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("OMP_PLACES"), Some("{2},{0},{2}"));
-        assert_eq!(get("OMP_PROC_BIND"), Some("true"));
-        assert_eq!(get("GOMP_CPU_AFFINITY"), Some("2 0 2"));
-        assert_eq!(
-            get("KMP_AFFINITY"),
-            Some("granularity=fine,explicit,proclist=[2,0,2]")
-        );
-        assert_eq!(get("OMP_NUM_THREADS"), Some("3"));
-        assert_eq!(get(ENV_PUS), Some("2,0,2"));
-        let e = task_env(&pus, BindMode::Omp, true);
-        assert!(e
-            .iter()
-            .all(|(n, _)| n != "OMP_NUM_THREADS" && n != ENV_PUS));
-        let e = task_env(&pus, BindMode::Preload, false);
-        assert_eq!(e, vec![(ENV_PUS.to_string(), "2,0,2".to_string())]);
-        assert_eq!(ld_preload_with(None, "/l.so"), "/l.so");
-        assert_eq!(ld_preload_with(Some("/a.so"), "/l.so"), "/l.so /a.so");
-        assert_eq!(ld_preload_with(Some("/l.so:/a.so"), "/l.so"), "/l.so:/a.so");
     }
 
     #[test]

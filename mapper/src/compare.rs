@@ -4,24 +4,19 @@
 use crate::mram::LevelCosts;
 use crate::plan::Plan;
 use crate::profile::samples::SampleLog;
-use crate::strategy::{self, MapInput};
+use crate::strategy::{self, MapInput, StrategySpec};
 use std::sync::Arc;
 
 /// The plan of strategy `spec` (name[:key=value,...]): strategies that use the raw sample
 /// log (dagtm) get `samples` when there is one; with `costs`, mram_cost is recomputed for
 /// those level latencies.
 pub fn plan_for(
-    spec: &str,
+    spec: &StrategySpec,
     input: &MapInput,
     samples: Option<&Arc<SampleLog>>,
     costs: Option<&LevelCosts>,
 ) -> crate::Result<Plan> {
-    strategy::validate(input)?;
-    let s = strategy::by_name(spec)?;
-    let s = samples
-        .and_then(|log| s.with_samples(Arc::clone(log)))
-        .unwrap_or(s);
-    let mut plan = strategy::compute_plan_with(s.as_ref(), input)?;
+    let mut plan = crate::pipeline::plan_for(spec, input, samples)?;
     if let Some(c) = costs {
         let pus: Option<Vec<usize>> = plan
             .assignment
@@ -45,7 +40,9 @@ pub fn compare(
     strategy::all()
         .iter()
         .map(|s| {
-            let r = plan_for(s.name(), input, samples, costs).map_err(|e| e.to_string());
+            let r = StrategySpec::parse(s.name())
+                .and_then(|spec| plan_for(&spec, input, samples, costs))
+                .map_err(|e| e.to_string());
             (s.name().to_string(), r)
         })
         .collect()

@@ -24,6 +24,10 @@ pub enum MapError {
     /// The strategy name is unknown or its parameters are invalid.
     #[error("strategy: {0}")]
     Strategy(String),
+    /// A step cannot be planned (no or unusable profile, thread counts that disagree): the
+    /// message is complete, for the launcher's one line.
+    #[error("{0}")]
+    Step(String),
 }
 
 pub type Result<T, E = MapError> = std::result::Result<T, E>;

@@ -18,13 +18,10 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-const ENV_PUS: &str = "CMLB_BIND_PUS";
-const ENV_PID: &str = "CMLB_BIND_PID";
-const ENV_VERBOSE: &str = "CMLB_BIND_VERBOSE";
-const ENV_WRAP: &str = "CMLB_EXEC_WRAP";
-const ENV_WRAP_PID: &str = "CMLB_EXEC_PID";
-/// Separator of the words in `CMLB_EXEC_WRAP` (ASCII unit separator: never in a path).
-const WRAP_SEP: char = '\x1f';
+use contract::env::{
+    BIND_PID as ENV_PID, BIND_PUS as ENV_PUS, BIND_VERBOSE as ENV_VERBOSE,
+    EXEC_PID as ENV_WRAP_PID, EXEC_WRAP as ENV_WRAP,
+};
 
 static PUS: OnceLock<Vec<u32>> = OnceLock::new();
 static VERBOSE: OnceLock<bool> = OnceLock::new();
@@ -59,35 +56,25 @@ extern "C" fn init() {
         let Ok(list) = std::env::var(ENV_PUS) else {
             return;
         };
-        let pus: Result<Vec<u32>, _> = list.split(',').map(|s| s.trim().parse::<u32>()).collect();
-        match pus {
-            Ok(p) if !p.is_empty() => {
+        match contract::decode_pus(&list) {
+            Some(p) => {
                 pin_self(0, p[0]);
                 let _ = PUS.set(p);
             }
-            _ => eprintln!("cmlb-preload: {ENV_PUS}='{list}' is not a list of CPU numbers; threads stay unpinned"),
+            None => eprintln!("cmlb-preload: {ENV_PUS}='{list}' is not a list of CPU numbers; threads stay unpinned"),
         }
     });
 }
 
 fn pin_self(k: usize, pu: u32) {
-    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if (pu as usize) >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            eprintln!("cmlb-preload: thread {k}: CPU {pu} out of range; left unpinned");
-            return;
+    match contract::pin(&[pu]) {
+        Err(e) => eprintln!("cmlb-preload: thread {k}: cannot pin to CPU {pu}: {e}; left unpinned"),
+        Ok(()) if VERBOSE.get().copied().unwrap_or(false) => {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            eprintln!("cmlb-preload: thread {k} (tid {tid}) pinned to CPU {pu}");
         }
-        libc::CPU_SET(pu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            let e = std::io::Error::last_os_error();
-            eprintln!("cmlb-preload: thread {k}: cannot pin to CPU {pu}: {e}; left unpinned");
-        } else if VERBOSE.get().copied().unwrap_or(false) {
-            eprintln!(
-                "cmlb-preload: thread {k} (tid {}) pinned to CPU {pu}",
-                libc::gettid()
-            );
-        }
+        Ok(()) => {}
     }
 }
 
@@ -167,12 +154,7 @@ pub unsafe extern "C" fn pthread_create(
 
 /// Replace this process by `CMLB_EXEC_WRAP... <exe> <args>`; returns only on failure.
 fn exec_wrap() {
-    let wrap = std::env::var(ENV_WRAP).unwrap_or_default();
-    let prefix: Vec<String> = wrap
-        .split(WRAP_SEP)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
+    let prefix = contract::decode_wrap(&std::env::var(ENV_WRAP).unwrap_or_default());
     std::env::remove_var(ENV_WRAP);
     std::env::remove_var(ENV_WRAP_PID);
     if prefix.is_empty() {
@@ -190,15 +172,10 @@ fn exec_wrap() {
     let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     // Drop this library from LD_PRELOAD so the profiler and the program start clean.
-    if let Ok(lp) = std::env::var("LD_PRELOAD") {
-        let kept: Vec<&str> = lp
-            .split([' ', ':'])
-            .filter(|s| !s.is_empty() && !s.contains("libcmlb_preload"))
-            .collect();
-        if kept.is_empty() {
-            std::env::remove_var("LD_PRELOAD");
-        } else {
-            std::env::set_var("LD_PRELOAD", kept.join(" "));
+    if let Ok(lp) = std::env::var(contract::env::LD_PRELOAD) {
+        match contract::ld_preload_without_cmlb(&lp) {
+            None => std::env::remove_var(contract::env::LD_PRELOAD),
+            Some(kept) => std::env::set_var(contract::env::LD_PRELOAD, kept),
         }
     }
     let mut argv: Vec<CString> = Vec::new();

@@ -17,7 +17,9 @@
 mod ffi;
 pub mod options;
 mod remote;
+mod scratch;
 mod slog;
+mod sys;
 
 use ffi::{spank_t, Context, LogLevel};
 use options::SiteConf;
@@ -168,7 +170,7 @@ pub extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *const *const c_c
             name: c"cmlb-map".as_ptr(),
             arginfo: c"MODE[:k=v,...]".as_ptr(),
             usage: c"Map threads to NUMA nodes with cmlb. MODE: profile (run under the profiler, \
-save the profile), apply (pin threads from the CMLB plan), off. Keys: strategy=NAME, \
+save the profile), apply (pin threads from the CMLB plan), off. Keys: strategy=NAME[:k=v,...], \
 profile=PATH, time=SECS, period=N, bind=omp|preload|both, verbose, dryrun. Also CMLB_MAP."
                 .as_ptr(),
             has_arg: 1,

@@ -22,8 +22,16 @@ impl Mode {
 }
 
 pub const MODES: &str = "profile, apply, off";
-pub const KEYS: &str = "strategy=NAME, profile=PATH, time=SECS, period=N, bind=omp|preload|both, \
-verbose, dryrun";
+pub const KEYS: &str = "strategy=NAME[:key=value,...], profile=PATH, time=SECS, period=N, \
+bind=omp|preload|both, verbose, dryrun";
+
+/// The option's own keys. After `strategy=NAME:`, every following `key=value` whose key is not
+/// one of these belongs to the strategy, so `apply:strategy=spectral:k=8,scheme=plain,time=2`
+/// gives the strategy two parameters. No strategy parameter may be named like one of these
+/// (a unit test checks every registered strategy).
+pub const OPTION_KEYS: [&str; 7] = [
+    "strategy", "profile", "time", "period", "bind", "verbose", "dryrun",
+];
 
 pub use mapper::binding::BindMode;
 
@@ -31,7 +39,7 @@ pub use mapper::binding::BindMode;
 #[derive(Debug, Clone, PartialEq)]
 pub struct MapOpts {
     pub mode: Mode,
-    pub strategy: Option<String>,
+    pub strategy: Option<mapper::StrategySpec>,
     pub profile: Option<PathBuf>,
     /// Profiling window of the pre-run (apply without a profile) in seconds.
     pub time: f64,
@@ -83,11 +91,22 @@ pub fn parse_map(value: &str) -> Result<MapOpts, String> {
         m => return Err(format!("unknown mode '{m}'; choose one of: {MODES}")),
     };
     let Some(rest) = rest else { return Ok(o) };
-    for kv in rest.split(',') {
-        let kv = kv.trim();
-        if kv.is_empty() {
+    // Strategy parameters share the option's comma: gather them first (see OPTION_KEYS).
+    let mut items: Vec<String> = Vec::new();
+    let mut in_strategy = false;
+    for kv in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let key = kv.split_once('=').map_or(kv, |(k, _)| k).trim();
+        if in_strategy && !OPTION_KEYS.contains(&key) {
+            let last = items.last_mut().expect("strategy item pushed before");
+            last.push(',');
+            last.push_str(kv);
             continue;
         }
+        in_strategy = key == "strategy" && kv.contains(':');
+        items.push(kv.to_string());
+    }
+    for kv in &items {
+        let kv = kv.as_str();
         let (k, v) = match kv.split_once('=') {
             Some((k, v)) => (k.trim(), Some(v.trim())),
             None => (kv, None),
@@ -101,8 +120,7 @@ pub fn parse_map(value: &str) -> Result<MapOpts, String> {
         match k {
             "strategy" => {
                 let s = need(v)?;
-                mapper::strategy::by_name(&s).map_err(|e| e.to_string())?;
-                o.strategy = Some(s);
+                o.strategy = Some(mapper::StrategySpec::parse(&s).map_err(|e| e.to_string())?);
             }
             "profile" => o.profile = Some(PathBuf::from(need(v)?)),
             "time" => {
@@ -287,7 +305,7 @@ mod tests {
         let o = parse_map("apply:strategy=compact,profile=/p,time=2.5,bind=omp,verbose,dryrun")
             .unwrap();
         assert_eq!(o.mode, Mode::Apply);
-        assert_eq!(o.strategy.as_deref(), Some("compact"));
+        assert_eq!(o.strategy.unwrap().to_string(), "compact");
         assert_eq!(o.profile, Some(PathBuf::from("/p")));
         assert_eq!(o.time, 2.5);
         assert_eq!(o.bind, BindMode::Omp);
@@ -298,8 +316,21 @@ mod tests {
         assert!(parse_map("profile:time=1").unwrap().time_set);
         // A strategy with one parameter of its own.
         let o = parse_map("apply:strategy=cmlb-refine:spare=count,verbose").unwrap();
-        assert_eq!(o.strategy.as_deref(), Some("cmlb-refine:spare=count"));
+        assert_eq!(o.strategy.unwrap().to_string(), "cmlb-refine:spare=count");
         assert!(o.verbose);
+        // Several: they run until the next key of the option itself.
+        let o =
+            parse_map("apply:bind=omp,strategy=spectral:k=2,scheme=plain,refine=0,time=2").unwrap();
+        assert_eq!(
+            o.strategy.unwrap().to_string(),
+            "spectral:k=2,scheme=plain,refine=0"
+        );
+        assert_eq!((o.time, o.bind), (2.0, BindMode::Omp));
+        let o = parse_map("apply:strategy=cmlb-refine:spare=count,anneal=0").unwrap();
+        assert_eq!(
+            o.strategy.unwrap().to_string(),
+            "cmlb-refine:spare=count,anneal=0"
+        );
     }
 
     #[test]
@@ -313,6 +344,16 @@ mod tests {
         assert!(e.contains("missing mode"), "{e}");
         let e = parse_map("apply:strategy=nosuch").unwrap_err();
         assert!(e.contains("nosuch") && e.contains("compact"), "{e}");
+        // The same words as `cmlb map --strategy` (both are StrategySpec::parse).
+        for bad in [
+            "nosuch",
+            "spectral:k=0",
+            "spectral:k=2,colour=red",
+            "compact:x=1",
+        ] {
+            let e = parse_map(&format!("apply:strategy={bad},verbose")).unwrap_err();
+            assert_eq!(e, mapper::StrategySpec::parse(bad).unwrap_err().to_string());
+        }
         let e = parse_map("apply:time=-1").unwrap_err();
         assert!(e.contains("time=-1"), "{e}");
         let e = parse_map("apply:time").unwrap_err();
@@ -330,6 +371,15 @@ mod tests {
             e.contains("--cmlb-map") && e.contains("MODE[:key=value"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn no_strategy_parameter_is_named_like_an_option_key() {
+        for s in mapper::strategy::all() {
+            for k in s.param_keys() {
+                assert!(!OPTION_KEYS.contains(k), "{}: parameter {k}", s.name());
+            }
+        }
     }
 
     #[test]

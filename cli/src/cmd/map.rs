@@ -65,8 +65,9 @@ pub struct Args {
     pub cpuset: Option<String>,
     /// Mapping strategy (see --list), optionally with parameters after a colon:
     /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit", "pair-exchange:iters=100000").
-    #[arg(long, default_value = strategy::DEFAULT)]
-    pub strategy: String,
+    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+          value_name = "NAME[:key=value,...]")]
+    pub strategy: mapper::StrategySpec,
     /// Seed for the random steps (`random`, `pair-exchange`, the default's annealing); same
     /// input and seed, same plan.
     #[arg(long, default_value_t = 1)]
@@ -118,9 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
     };
     // Only strategies that use access streams need the log; don't make others fail on it.
-    let wants_samples = a.compare
-        || a.samples.is_some()
-        || strategy::by_name(&a.strategy).is_ok_and(|s| s.with_samples(Arc::default()).is_some());
+    let wants_samples = a.compare || a.samples.is_some() || a.strategy.wants_samples();
     let costs = a
         .mram_latencies
         .as_deref()

@@ -7,6 +7,12 @@ pub mod report;
 pub mod run;
 pub mod topology;
 
+/// `--strategy`'s value parser: the spec is parsed and checked once, where it was typed, with
+/// the same words as `--cmlb-map=…:strategy=` (both are [`mapper::StrategySpec::parse`]).
+pub(crate) fn parse_strategy(s: &str) -> Result<mapper::StrategySpec, String> {
+    mapper::StrategySpec::parse(s).map_err(|e| e.to_string())
+}
+
 /// Longest time span any option accepts (about 3 years): beyond it `Instant` arithmetic would
 /// overflow and panic, and no profiling window or pre-run is meant to be longer.
 pub(crate) const MAX_SECS: f64 = 1e8;

@@ -4,12 +4,10 @@
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use mapper::compare::{compare, plan_for};
-use mapper::profile::samples::{read_samples_csv, SAMPLES_FILE};
 use mapper::profile::Profile;
 use mapper::strategy::{self, MapInput};
 use mapper::Plan;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(ClapArgs)]
 #[command(
@@ -31,8 +29,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// Strategy for the plan when no --plan is given.
-    #[arg(long, default_value = strategy::DEFAULT, conflicts_with = "plan")]
-    pub strategy: String,
+    #[arg(long, default_value = strategy::DEFAULT, conflicts_with = "plan",
+          value_parser = super::parse_strategy, value_name = "NAME[:key=value,...]")]
+    pub strategy: mapper::StrategySpec,
     /// `live`, a path to an hwloc XML file, or an hwloc synthetic description
     /// such as "pack:2 numa:2 l3:1 core:8 pu:2".
     #[arg(long, default_value = "live")]
@@ -69,12 +68,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
     };
     // dagtm (and any strategy using the raw sample log) sees the profile's samples.csv.
-    let samples_path = a.profile.join(SAMPLES_FILE);
-    let samples = if samples_path.exists() {
-        Some(Arc::new(read_samples_csv(&samples_path)?))
-    } else {
-        None
-    };
+    let samples = mapper::pipeline::read_profile_samples(&a.profile, profile.comm.n())?;
     let (plan, source) = match &a.plan {
         Some(path) => {
             let plan = Plan::read_yaml(path)?;

@@ -4,10 +4,11 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
-use mapper::binding::{self, BindMode};
-use mapper::profile::Profile;
-use mapper::strategy::{self, MapInput};
+use contract::{BindMode, PinEnv};
+use mapper::pipeline::{self, ProfileSource, Step, TaskAction, WrapOpts};
+use mapper::strategy;
 use mapper::topology::{format_cpu_list, Topology};
+use mapper::StrategySpec;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -33,9 +34,11 @@ unpinned (exit 1 instead with --strict). The exit status is COMMAND's.",
 cmlb run --time 2 --bind omp -- ./omp_app"
 )]
 pub struct Args {
-    /// Mapping strategy (see `cmlb map --list`).
-    #[arg(long, default_value = strategy::DEFAULT)]
-    pub strategy: String,
+    /// Mapping strategy (see `cmlb map --list`), optionally with parameters after a colon:
+    /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit").
+    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+          value_name = "NAME[:key=value,...]")]
+    pub strategy: StrategySpec,
     /// Use this profile directory (no pre-run).
     #[arg(long, value_name = "DIR")]
     pub profile: Option<PathBuf>,
@@ -86,18 +89,17 @@ fn parse_bind(s: &str) -> Result<BindMode, String> {
         .ok_or_else(|| format!("unknown bind mode '{s}' (expected omp, preload or both)"))
 }
 
-/// What to do with COMMAND once the plan is known.
-struct Binding {
-    pus: Vec<u32>,
+/// What to do with COMMAND once the plan is known: its CPU mask and environment.
+struct Launch {
+    mask: Vec<u32>,
     env: Vec<(String, String)>,
 }
 
 pub fn run(a: Args) -> Result<()> {
     super::positive_secs(a.time, "--time")?;
-    strategy::by_name(&a.strategy)?;
     // A command that cannot start fails once, up front, not after a pre-run of it.
     find_program(&a.command[0])?;
-    let binding = match plan(&a) {
+    let launch = match plan(&a) {
         Ok(b) => b,
         Err(e) if a.strict => return Err(e.context("no plan (--strict)")),
         Err(e) => {
@@ -107,19 +109,20 @@ pub fn run(a: Args) -> Result<()> {
     };
     let mut cmd = Command::new(&a.command[0]);
     cmd.args(&a.command[1..]);
-    if let Some(b) = binding {
-        set_affinity(&b.pus).context("setting the CPU mask")?;
-        for (k, v) in &b.env {
+    if let Some(l) = launch {
+        contract::pin(&l.mask)
+            .with_context(|| format!("setting the CPU mask {}", format_cpu_list(&l.mask)))?;
+        for (k, v) in &l.env {
             cmd.env(k, v);
         }
-        // exec keeps our pid: the preload pins only in the process with this pid.
-        cmd.env(binding::ENV_PID, std::process::id().to_string());
     }
     let e = cmd.exec();
     bail!("cannot run {}: {e}", a.command[0])
 }
 
-fn plan(a: &Args) -> Result<Option<Binding>> {
+/// The pipeline's plan for this process as one task on its own CPUs; a pre-run first when
+/// there is no profile yet.
+fn plan(a: &Args) -> Result<Option<Launch>> {
     // Before any pre-run: a missing library must not cost a run of the program first.
     let (bind, lib) = match a.bind {
         BindMode::Omp => (BindMode::Omp, None),
@@ -137,64 +140,54 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
             Err(e) => return Err(e),
         },
     };
-    let allowed = own_cpus()?;
+    let allowed = contract::own_cpus().context("sched_getaffinity")?;
     let machine = Topology::load(&a.topology)?;
-    let topo = machine.restrict(&allowed).with_context(|| {
-        format!(
-            "topology {} vs this process's CPUs {}",
-            a.topology,
-            format_cpu_list(&allowed)
-        )
-    })?;
-    let omp: Option<usize> = std::env::var("OMP_NUM_THREADS")
+    let omp: Option<usize> = std::env::var(contract::env::OMP_NUM_THREADS)
         .ok()
         .and_then(|v| v.trim().parse().ok());
-    let threads = omp.unwrap_or(topo.num_pus());
-    let dir = match (&a.profile, &a.save_profile) {
-        (Some(p), _) => p.clone(),
-        (None, Some(p)) => p.clone(),
-        (None, None) => cache_dir(a)?.join(binding::profile_key(
-            &a.command,
-            threads,
-            &format_cpu_list(&allowed),
-        )),
+    let source = match (&a.profile, &a.save_profile) {
+        (Some(p), _) => ProfileSource::Given(p.clone()),
+        (None, Some(p)) => ProfileSource::Saved(p.clone()),
+        (None, None) => ProfileSource::Keyed(cache_dir(a)?),
     };
-    if a.profile.is_none() && !dir.join("profile.yaml").exists() {
-        prerun(a, &dir)?;
+    let step = Step::new(&machine, &allowed)
+        .with_context(|| {
+            format!(
+                "topology {} vs this process's CPUs {}",
+                a.topology,
+                format_cpu_list(&allowed)
+            )
+        })?
+        .omp_threads(omp)
+        .command(&a.command)
+        .profile(source)
+        .strategy(a.strategy.clone())
+        .label("run");
+    let mut result = step.compute()?;
+    if let TaskAction::Prerun { dir } = &result.tasks[0].action {
+        prerun(a, dir)?;
+        result = step.compute()?;
     }
-    let prof = Profile::read_dir(&dir)
-        .with_context(|| format!("profile {} is unusable", dir.display()))?;
-    if let Some(m) = omp {
-        if m != prof.comm.n() {
+    let task = &result.tasks[0];
+    if let Some(s) = &result.summary {
+        say!(
+            "{s}{}",
+            if a.dry_run {
+                " [dry run: nothing bound]"
+            } else {
+                ""
+            }
+        );
+    }
+    let pus = match &task.action {
+        TaskAction::Pin { pus, .. } => pus,
+        TaskAction::Unpinned => return Ok(None),
+        TaskAction::Prerun { dir } | TaskAction::Profile { dir } => {
             bail!(
-                "profile {} has {} threads but OMP_NUM_THREADS={m}",
-                dir.display(),
-                prof.comm.n()
-            );
+                "the profiling pre-run wrote no profile in {}",
+                dir.display()
+            )
         }
-    }
-    let input = MapInput {
-        comm: &prof.comm,
-        load: &prof.load,
-        topology: &topo,
-        seed: 1,
-    };
-    let p = strategy::compute_plan(&a.strategy, &input)?;
-    let compact = strategy::compute_plan("compact", &input)?;
-    say!(
-        "cmlb: run: strategy {}, profile {} ({} threads), PUs {}: RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e}){}",
-        p.strategy,
-        dir.display(),
-        prof.comm.n(),
-        format_cpu_list(&allowed),
-        p.metrics.remote_comm,
-        compact.metrics.remote_comm,
-        p.metrics.load_std,
-        compact.metrics.load_std,
-        if a.dry_run { " [dry run: nothing bound]" } else { "" }
-    );
-    let Some(pus) = binding::thread_pus(&p) else {
-        return Ok(None);
     };
     if a.dry_run {
         let list: Vec<String> = pus
@@ -205,15 +198,22 @@ fn plan(a: &Args) -> Result<Option<Binding>> {
         say!("cmlb: plan thread:PU {}", list.join(" "));
         return Ok(None);
     }
-    let mut env = binding::task_env(&pus, bind, omp.is_some());
-    if let Some(lib) = lib {
-        let existing = std::env::var("LD_PRELOAD").ok();
-        env.push((
-            "LD_PRELOAD".into(),
-            binding::ld_preload_with(existing.as_deref(), &lib.display().to_string()),
-        ));
-    }
-    Ok(Some(Binding { pus: allowed, env }))
+    let existing = std::env::var(contract::env::LD_PRELOAD).ok();
+    let lib = lib.map(|l| l.display().to_string());
+    let env = contract::task_env(&PinEnv {
+        pus,
+        mode: bind,
+        omp_threads_set: omp.is_some(),
+        preload_lib: lib.as_deref(),
+        existing_ld_preload: existing.as_deref(),
+        // exec keeps our pid: the preload pins only in the process with this pid.
+        pid: std::process::id(),
+        verbose: false,
+    });
+    Ok(Some(Launch {
+        mask: task.share.clone(),
+        env,
+    }))
 }
 
 /// Where `exec` would find `prog`: as given when it has a `/`, else the first executable file
@@ -290,17 +290,21 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         a.command[0],
         a.time
     );
-    let exe = std::env::current_exe().context("locating the cmlb binary")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("profile").arg("--out").arg(out);
-    if let Some(b) = &a.backend {
-        cmd.arg("--backend").arg(b);
-    }
-    if let Some(p) = a.period {
-        cmd.arg("--period").arg(p.to_string());
-    }
+    let opts = WrapOpts {
+        cmlb: std::env::current_exe().context("locating the cmlb binary")?,
+        backend: a.backend.clone(),
+        period: a.period,
+        duration: None,
+        prerun_secs: a.time,
+        run_anyway: false,
+        bind: a.bind,
+        topology: a.topology.clone(),
+        strategy: a.strategy.clone(),
+    };
+    let words = pipeline::profile_argv(&opts, out);
+    let mut cmd = Command::new(&words[0]);
     // The pre-run's output is not the user's result: keep it off stdout.
-    cmd.arg("--")
+    cmd.args(&words[1..])
         .args(&a.command)
         .stdin(Stdio::null())
         .stdout(Stdio::null());
@@ -345,37 +349,4 @@ fn stop_children(pid: u32, sig: i32) {
         // SAFETY: kill(2) on a pid we read from our own child's children list.
         unsafe { libc::kill(c, sig) };
     }
-}
-
-fn own_cpus() -> Result<Vec<u32>> {
-    // SAFETY: sched_getaffinity fills a plain cpu_set_t.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            bail!("sched_getaffinity: {}", std::io::Error::last_os_error());
-        }
-        let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-        Ok((0..max)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .map(|c| c as u32)
-            .collect())
-    }
-}
-
-fn set_affinity(pus: &[u32]) -> Result<()> {
-    // SAFETY: plain cpu_set_t; indexes come from sched_getaffinity, so they are in range.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &p in pus {
-            libc::CPU_SET(p as usize, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!(
-                "sched_setaffinity {}: {}",
-                format_cpu_list(pus),
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-    Ok(())
 }

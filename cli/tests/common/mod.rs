@@ -47,6 +47,18 @@ pub fn fails(args: &[&str], needles: &[&str]) {
     }
 }
 
+/// `cmlb ARGS` is refused by the argument parser (clap's usage error, status 2, as for every
+/// option value that does not parse), nothing on stdout, every needle on stderr.
+pub fn usage_error(args: &[&str], needles: &[&str]) {
+    let o = cmlb(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "cmlb {args:?}: {err}");
+    assert!(o.stdout.is_empty(), "cmlb {args:?} printed {}", stdout(&o));
+    for n in needles {
+        assert!(err.contains(n), "cmlb {args:?}: {n:?} not in {err}");
+    }
+}
+
 /// A profile of `n` threads where 0-1, 2-3, ... share.
 pub fn pairs_profile(dir: &Path, n: usize) {
     std::fs::create_dir_all(dir).unwrap();

@@ -89,6 +89,9 @@ impl Strategy for Dagtm {
         "reuse-distance classes + affinity subtrees, one group per core (Ju et al.; needs \
          profile/samples.csv; params: dmin=0.5, dmax=0.85, np=PUs per core, line=64)"
     }
+    fn param_keys(&self) -> &'static [&'static str] {
+        KEYS
+    }
     fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
         let mut s = self.clone();
         if let Some(v) = p.take_f64("dmin")? {

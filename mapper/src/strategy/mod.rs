@@ -67,6 +67,119 @@ pub trait Strategy {
     fn needs_samples(&self) -> bool {
         false
     }
+    /// The parameter keys [`Strategy::configure`] accepts (empty: none).
+    fn param_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// A strategy name with its checked parameters: what `--strategy` and `strategy=` parse into,
+/// once, where the user typed them; everything after that passes this value, never text.
+///
+/// Spelling: `NAME` or `NAME:key=value,key=value` (see [`Params`]); `none` is `identity`.
+/// [`std::fmt::Display`] gives the canonical spelling, which parses back to the same spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrategySpec {
+    name: &'static str,
+    params: Vec<(String, String)>,
+}
+
+impl StrategySpec {
+    /// Parse and check `NAME[:key=value,...]`: an unknown name, a malformed, unknown or
+    /// out-of-range parameter is an error here, with the same words in every front end.
+    pub fn parse(text: &str) -> Result<StrategySpec> {
+        let (name, params) = match text.split_once(':') {
+            Some((n, p)) => (n.trim(), Some(p)),
+            None => (text.trim(), None),
+        };
+        let wanted = if name == "none" { "identity" } else { name };
+        let s = all()
+            .into_iter()
+            .find(|s| s.name() == wanted)
+            .ok_or_else(|| {
+                MapError::Strategy(format!(
+                    "unknown strategy '{name}'; choose one of: {}",
+                    names().join(", ")
+                ))
+            })?;
+        let params = match params {
+            None => Vec::new(),
+            Some(p) => {
+                let parsed = Params::parse(s.name(), p)?;
+                // Configure once now so every mistake is reported where it was typed.
+                s.configure(&mut parsed.clone())?;
+                parsed.pairs
+            }
+        };
+        Ok(StrategySpec {
+            name: s.name(),
+            params,
+        })
+    }
+
+    /// The strategy's registered name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The configured strategy.
+    pub fn build(&self) -> Result<Box<dyn Strategy>> {
+        let s = all()
+            .into_iter()
+            .find(|s| s.name() == self.name)
+            .ok_or_else(|| MapError::Strategy(format!("unknown strategy '{}'", self.name)))?;
+        if self.params.is_empty() {
+            return Ok(s);
+        }
+        let mut p = Params {
+            strategy: self.name.to_string(),
+            text: self.params_text(),
+            pairs: self.params.clone(),
+        };
+        s.configure(&mut p)
+    }
+
+    /// True when the strategy maps from the profile's raw-sample log (`dagtm`), so a
+    /// pipeline must hand it `samples.csv`.
+    pub fn wants_samples(&self) -> bool {
+        self.build()
+            .is_ok_and(|s| s.with_samples(std::sync::Arc::default()).is_some())
+    }
+
+    fn params_text(&self) -> String {
+        let kv: Vec<String> = self
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        kv.join(",")
+    }
+}
+
+impl Default for StrategySpec {
+    fn default() -> Self {
+        StrategySpec {
+            name: DEFAULT,
+            params: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for StrategySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.params.is_empty() {
+            f.write_str(self.name)
+        } else {
+            write!(f, "{}:{}", self.name, self.params_text())
+        }
+    }
+}
+
+impl std::str::FromStr for StrategySpec {
+    type Err = MapError;
+    fn from_str(s: &str) -> Result<Self> {
+        StrategySpec::parse(s)
+    }
 }
 
 /// Parameters given after a strategy name, as in `spectral:k=8,scheme=first-fit`.
@@ -217,27 +330,9 @@ pub fn names() -> Vec<&'static str> {
     all().iter().map(|s| s.name()).collect()
 }
 
-/// Look a strategy up by name (`none` is an alias of `identity`). The name may carry
-/// parameters after a colon: `spectral:k=8,scheme=plain` (see [`Params`]).
+/// Look a strategy up by its spelling (`spectral:k=8,scheme=plain`, see [`StrategySpec`]).
 pub fn by_name(spec: &str) -> Result<Box<dyn Strategy>> {
-    let (name, params) = match spec.split_once(':') {
-        Some((n, p)) => (n.trim(), Some(p)),
-        None => (spec.trim(), None),
-    };
-    let wanted = if name == "none" { "identity" } else { name };
-    let s = all()
-        .into_iter()
-        .find(|s| s.name() == wanted)
-        .ok_or_else(|| {
-            MapError::Strategy(format!(
-                "unknown strategy '{name}'; choose one of: {}",
-                names().join(", ")
-            ))
-        })?;
-    match params {
-        None => Ok(s),
-        Some(p) => s.configure(&mut Params::parse(s.name(), p)?),
-    }
+    StrategySpec::parse(spec)?.build()
 }
 
 /// Check the inputs agree with each other before any strategy sees them.
@@ -274,6 +369,12 @@ pub fn compute_plan(name: &str, input: &MapInput) -> Result<Plan> {
     validate(input)?;
     let s = by_name(name)?;
     compute_plan_with(s.as_ref(), input)
+}
+
+/// Run the strategy of `spec` and build the plan with its metrics.
+pub fn compute_spec(spec: &StrategySpec, input: &MapInput) -> Result<Plan> {
+    validate(input)?;
+    compute_plan_with(spec.build()?.as_ref(), input)
 }
 
 /// Run an already configured strategy (e.g. one given a sample log with

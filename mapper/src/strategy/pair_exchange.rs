@@ -40,6 +40,9 @@ impl Strategy for PairExchange {
     fn describe(&self) -> &'static str {
         "MPIPP-style pair exchange on the hop-count QAP cost (params: iters=500000, init=compact|random)"
     }
+    fn param_keys(&self) -> &'static [&'static str] {
+        KEYS
+    }
     fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
         let mut s = self.clone();
         // Bounded like the default's anneal=: 100× the default is already minutes on big jobs.

@@ -93,6 +93,9 @@ impl Strategy for CmlbRefine {
          follow the loads (params: tolerance=0.5 (%), spare=load|count, anneal=300 (effort, \
          0 = off))"
     }
+    fn param_keys(&self) -> &'static [&'static str] {
+        KEYS
+    }
     fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
         let mut s = *self;
         if let Some(pct) = p.take_f64_up_to(

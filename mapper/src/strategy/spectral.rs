@@ -93,6 +93,9 @@ impl Strategy for Spectral {
         "spectral clustering + adaptive cluster placement + aggregated pair exchange (Wang et al.; \
          params: k=2*nodes, scheme=auto|plain|first-fit|most-reservation, tl=0.25, th=0.75, tk=64, refine=20)"
     }
+    fn param_keys(&self) -> &'static [&'static str] {
+        KEYS
+    }
     fn configure(&self, p: &mut Params) -> Result<Box<dyn Strategy>> {
         let mut s = self.clone();
         if let Some(k) = p.take_usize("k", 1)? {

@@ -1,72 +1,15 @@
-//! The Linux CPU list format (`0-3,8,10-11`), as in `Cpus_allowed_list`, `taskset -c`,
-//! cgroup `cpuset.cpus` and Slurm's `--cpu-bind=map_cpu`.
+//! The Linux CPU list format, from the contract crate (one encoding for every process), with
+//! errors as the mapper's typed [`MapError`] naming the list.
 
 use crate::error::{MapError, Result};
 
-/// Parse a CPU list such as `"0-3,8,10-11"` into sorted, de-duplicated PU OS indexes.
-/// Whitespace around items is ignored; an empty list, a reversed range (`5-3`) or anything
-/// that is not a non-negative integer is an error naming the offending item.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
-    let err = |msg: String| MapError::input(format!("cpuset '{}'", text.trim()), msg);
-    let mut out = Vec::new();
-    if text.trim().is_empty() {
-        return Err(err("empty CPU list (expected e.g. 0-3,8)".into()));
-    }
-    for (k, item) in text.split(',').enumerate() {
-        let item = item.trim();
-        if item.is_empty() {
-            return Err(err(format!("item {} is empty", k + 1)));
-        }
-        let num = |s: &str| -> Result<u32> {
-            let s = s.trim();
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(err(format!(
-                    "'{item}' is not a CPU number or range (e.g. 4 or 0-3)"
-                )));
-            }
-            s.parse::<u32>()
-                .map_err(|_| err(format!("'{s}' is too large for a CPU number")))
-        };
-        match item.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(err(format!("range '{item}' is reversed")));
-                }
-                // Refuse absurd ranges before allocating for them.
-                if b - a >= 1 << 20 {
-                    return Err(err(format!("range '{item}' is too large")));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(item)?),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
+pub use contract::format_cpu_list;
 
-/// Format sorted or unsorted PU OS indexes in the Linux list format, merging runs into ranges.
-pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut v = cpus.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j == i {
-            v[i].to_string()
-        } else {
-            format!("{}-{}", v[i], v[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
+/// Parse a CPU list such as `"0-3,8,10-11"` (see [`contract::parse_cpu_list`]); the error
+/// names the list and the offending item.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
+    contract::parse_cpu_list(text)
+        .map_err(|e| MapError::input(format!("cpuset '{}'", text.trim()), e.0))
 }
 
 #[cfg(test)]
@@ -74,34 +17,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_ranges_and_singles() {
+    fn errors_name_the_list() {
+        let e = parse_cpu_list(" 0-3,x ").unwrap_err().to_string();
         assert_eq!(
-            parse_cpu_list("0-3,8,10-11").unwrap(),
-            vec![0, 1, 2, 3, 8, 10, 11]
+            e,
+            "cpuset '0-3,x': 'x' is not a CPU number or range (e.g. 4 or 0-3)"
         );
-        assert_eq!(parse_cpu_list(" 5 , 1-2 ,2").unwrap(), vec![1, 2, 5]);
-        assert_eq!(parse_cpu_list("7-7").unwrap(), vec![7]);
-    }
-
-    #[test]
-    fn rejects_bad_lists_with_the_item() {
-        let e = |s: &str| parse_cpu_list(s).unwrap_err().to_string();
-        assert!(e("").contains("empty CPU list"));
-        assert!(e("0-3,,5").contains("item 2 is empty"));
-        assert!(e("0-3,x").contains("'x' is not a CPU number"));
-        assert!(e("5-3").contains("range '5-3' is reversed"));
-        assert!(e("-1").contains("'-1' is not a CPU number"));
-        assert!(e("1-2-3").contains("'1-2-3' is not a CPU number"));
-        assert!(e("99999999999").contains("too large"));
-        assert!(e("0-4000000000").contains("too large"));
-    }
-
-    #[test]
-    fn formats_runs_as_ranges() {
-        assert_eq!(format_cpu_list(&[11, 0, 1, 2, 3, 8, 10]), "0-3,8,10-11");
-        assert_eq!(format_cpu_list(&[4]), "4");
-        assert_eq!(format_cpu_list(&[]), "");
-        let v = parse_cpu_list("0-3,8,10-11").unwrap();
-        assert_eq!(parse_cpu_list(&format_cpu_list(&v)).unwrap(), v);
     }
 }

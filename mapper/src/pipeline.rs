@@ -1,0 +1,673 @@
+//! The one apply pipeline: what a launcher knows about a step → what each task gets.
+//!
+//! Every front end that pins threads goes through here — the SPANK plugin (`srun
+//! --cmlb-map=…`), `cmlb run`, and (for one plan) `cmlb map`/`cmlb report` — so no two of them
+//! can decide differently. The shape is LLNL mpibind's: set inputs ([`Step::new`] and the
+//! setters) → compute ([`Step::compute`]) → read results ([`StepPlan`]) → the launcher applies
+//! them with the `contract` crate ([`contract::pin`], [`contract::task_env`],
+//! [`contract::wrap_env`]).
+//!
+//! ```
+//! use mapper::pipeline::{Mode, ProfileSource, Step, TaskAction};
+//! use mapper::{StrategySpec, Topology};
+//!
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let prof = dir.path().join("prof");
+//! # std::fs::create_dir(&prof).unwrap();
+//! # let threads: String = (0..4).map(|i| format!("- index: {i}\n  tid: {}\n", 100 + i)).collect();
+//! # std::fs::write(prof.join("profile.yaml"), format!("schema: 1\ncommand: [app]\nbackend: test\nthreads:\n{threads}")).unwrap();
+//! # std::fs::write(prof.join("comm.csv"), "0,9,0,0\n9,0,0,0\n0,0,0,9\n0,0,9,0\n").unwrap();
+//! # std::fs::write(prof.join("load.csv"), "1\n1\n1\n1\n").unwrap();
+//! let machine = Topology::load("pack:1 numa:2 core:2 pu:1")?;
+//! let plan = Step::new(&machine, &[0, 1, 2, 3])?
+//!     .command(&["./app".to_string()])
+//!     .profile(ProfileSource::Given(prof.clone()))
+//!     .strategy(StrategySpec::parse("cmlb")?)
+//!     .mode(Mode::Apply)
+//!     .compute()?;
+//! let TaskAction::Pin { pus, .. } = &plan.tasks[0].action else { panic!() };
+//! assert_eq!(pus.len(), 4); // thread k on pus[k]
+//! println!("{}", plan.summary.as_deref().unwrap_or(""));
+//! # Ok::<(), mapper::MapError>(())
+//! ```
+
+use crate::binding;
+use crate::error::{MapError, Result};
+use crate::plan::Plan;
+use crate::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
+use crate::profile::Profile;
+use crate::strategy::{self, MapInput, StrategySpec};
+use crate::topology::{format_cpu_list, Topology};
+use contract::BindMode;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the launcher was asked to do with the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Run every task under the profiler, writing its profile.
+    Profile,
+    /// Pin every task's threads from its profile (a short profiling pre-run first when there
+    /// is none and pre-runs are allowed).
+    Apply,
+}
+
+/// Where the step's profiles are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// This directory, for every task; it must exist (the pipeline never writes it).
+    Given(PathBuf),
+    /// This directory, for every task; a pre-run writes it when it has no profile yet
+    /// (`cmlb run --save-profile`).
+    Saved(PathBuf),
+    /// Under this directory (the site's scratch or the user's cache), by the command's key
+    /// ([`binding::profile_key`]): task 0's profile is `KEY`, task t's `KEY.task{t}` (falling
+    /// back to `KEY` when it has none).
+    Keyed(PathBuf),
+}
+
+/// What one local task gets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskAction {
+    /// Run under the profiler, which writes `dir`.
+    Profile {
+        /// The profile directory to write.
+        dir: PathBuf,
+    },
+    /// No profile yet: profile briefly into `dir`, then run pinned (`cmlb run --save-profile`).
+    Prerun {
+        /// The profile directory the pre-run writes.
+        dir: PathBuf,
+    },
+    /// Pin thread k (creation order, main thread = 0) to `pus[k]`.
+    Pin {
+        /// PU OS index per thread.
+        pus: Vec<u32>,
+        /// The plan the PUs come from.
+        plan: Box<Plan>,
+        /// The profile it was made from.
+        profile: PathBuf,
+    },
+    /// Run in the task's share with its threads unpinned: the strategy binds nothing
+    /// (`none`), or the site's default mode has no profile to apply yet.
+    Unpinned,
+}
+
+/// One local task's share of the step and what to do in it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPlan {
+    /// The task's CPU mask (PU OS indexes): whole cores of the step, in tree order.
+    pub share: Vec<u32>,
+    /// What the launcher does in the task.
+    pub action: TaskAction,
+}
+
+/// The result of [`Step::compute`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPlan {
+    /// One entry per local task, in task order.
+    pub tasks: Vec<TaskPlan>,
+    /// The one line a launcher prints about the step (apply with a profile), or `None`.
+    pub summary: Option<String>,
+    /// Task 0's profile directory (what a profile run writes, what apply reads).
+    pub profile_dir: PathBuf,
+}
+
+/// The exec-wrap a launcher uses for [`TaskAction::Profile`] and [`TaskAction::Prerun`]:
+/// which `cmlb`, and the options passed on to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WrapOpts {
+    /// The `cmlb` binary.
+    pub cmlb: PathBuf,
+    /// `--backend` of the profiler, if chosen.
+    pub backend: Option<String>,
+    /// `--period` of the profiler, if chosen.
+    pub period: Option<u64>,
+    /// Profile mode: stop sampling after this many seconds (the program runs on).
+    pub duration: Option<f64>,
+    /// Pre-run: the longest profiling run before the program is restarted pinned.
+    pub prerun_secs: f64,
+    /// Profile mode: a profiler problem never fails the user's program.
+    pub run_anyway: bool,
+    /// Pre-run: the binding mode of the pinned run.
+    pub bind: BindMode,
+    /// Pre-run: the topology specification the pinned run loads.
+    pub topology: String,
+    /// Pre-run: the strategy of the pinned run.
+    pub strategy: StrategySpec,
+}
+
+impl TaskAction {
+    /// The words to run the task's program under (`cmlb profile … --` or `cmlb run … --`),
+    /// or `None` when the program runs as it is.
+    pub fn wrap_argv(&self, o: &WrapOpts) -> Option<Vec<String>> {
+        match self {
+            TaskAction::Profile { dir } => Some(profile_argv(o, dir)),
+            TaskAction::Prerun { dir } => {
+                let mut w = vec![
+                    o.cmlb.display().to_string(),
+                    "run".into(),
+                    "--time".into(),
+                    o.prerun_secs.to_string(),
+                    "--save-profile".into(),
+                    dir.display().to_string(),
+                    "--strategy".into(),
+                    o.strategy.to_string(),
+                    "--bind".into(),
+                    o.bind.name().into(),
+                    "--topology".into(),
+                    o.topology.clone(),
+                ];
+                push_sampling(&mut w, o);
+                w.push("--".into());
+                Some(w)
+            }
+            TaskAction::Pin { .. } | TaskAction::Unpinned => None,
+        }
+    }
+}
+
+/// `cmlb profile --out DIR [options] --`: the profiler run of profile mode and of the pre-run.
+pub fn profile_argv(o: &WrapOpts, dir: &Path) -> Vec<String> {
+    let mut w = vec![
+        o.cmlb.display().to_string(),
+        "profile".into(),
+        "--out".into(),
+        dir.display().to_string(),
+    ];
+    if o.run_anyway {
+        w.push("--run-anyway".into());
+    }
+    push_sampling(&mut w, o);
+    if let Some(d) = o.duration {
+        w.extend(["--duration".into(), d.to_string()]);
+    }
+    w.push("--".into());
+    w
+}
+
+fn push_sampling(w: &mut Vec<String>, o: &WrapOpts) {
+    if let Some(b) = &o.backend {
+        w.extend(["--backend".into(), b.clone()]);
+    }
+    if let Some(p) = o.period {
+        w.extend(["--period".into(), p.to_string()]);
+    }
+}
+
+/// The inputs of one step on one node (see the module example).
+#[derive(Debug, Clone)]
+pub struct Step {
+    node: Topology,
+    cpus: Vec<u32>,
+    cpus_label: Option<String>,
+    key_cpus: String,
+    tasks: usize,
+    omp_threads: Option<usize>,
+    command: Vec<String>,
+    profile: Option<ProfileSource>,
+    strategy: StrategySpec,
+    mode: Mode,
+    prerun: bool,
+    label: &'static str,
+    seed: u64,
+}
+
+impl Step {
+    /// A step on `machine` using the PUs `cpus` (OS indexes; the machine is restricted to
+    /// them). Defaults: one task, the default strategy, apply, pre-runs allowed.
+    pub fn new(machine: &Topology, cpus: &[u32]) -> Result<Step> {
+        let node = machine.restrict(cpus)?;
+        Ok(Step {
+            node,
+            cpus: cpus.to_vec(),
+            cpus_label: None,
+            key_cpus: format_cpu_list(cpus),
+            tasks: 1,
+            omp_threads: None,
+            command: Vec::new(),
+            profile: None,
+            strategy: StrategySpec::default(),
+            mode: Mode::Apply,
+            prerun: true,
+            label: "apply",
+            seed: 1,
+        })
+    }
+
+    /// A step given as Slurm gives it: `S_STEP_ALLOC_CORES` (logical core numbers, in
+    /// hwloc's logical order) on `machine`. The cores' text keys the profile and names them
+    /// in the summary line.
+    pub fn from_slurm_cores(machine: &Topology, cores: &str) -> Result<Step> {
+        let ids = crate::topology::parse_cpu_list(cores)
+            .map_err(|e| MapError::input("S_STEP_ALLOC_CORES", format!("'{cores}': {e}")))?;
+        let pus = binding::pus_of_logical_cores(machine, &ids).map_err(|e| {
+            MapError::Topology(format!("topology mismatch: step cores {cores}: {e}"))
+        })?;
+        let mut s = Step::new(machine, &pus)?;
+        s.cpus_label = Some(format!("cores {cores}"));
+        s.key_cpus = cores.to_string();
+        s.label = "apply";
+        Ok(s)
+    }
+
+    /// Number of local tasks (at least 1).
+    pub fn tasks(mut self, n: usize) -> Self {
+        self.tasks = n.max(1);
+        self
+    }
+    /// The user's `OMP_NUM_THREADS`: the thread count of each task (checked against the
+    /// profile, and part of the profile key).
+    pub fn omp_threads(mut self, n: Option<usize>) -> Self {
+        self.omp_threads = n.filter(|&n| n > 0);
+        self
+    }
+    /// The task's program and arguments (they key the profile).
+    pub fn command(mut self, argv: &[String]) -> Self {
+        self.command = argv.to_vec();
+        self
+    }
+    /// Where the profiles are.
+    pub fn profile(mut self, p: ProfileSource) -> Self {
+        self.profile = Some(p);
+        self
+    }
+    /// The mapping strategy.
+    pub fn strategy(mut self, s: StrategySpec) -> Self {
+        self.strategy = s;
+        self
+    }
+    /// Profile or apply.
+    pub fn mode(mut self, m: Mode) -> Self {
+        self.mode = m;
+        self
+    }
+    /// Whether apply may pre-run a program that has no profile yet. Off for a site's default
+    /// mode: the pre-run starts the program twice, which only a user who asked may get.
+    pub fn allow_prerun(mut self, yes: bool) -> Self {
+        self.prerun = yes;
+        self
+    }
+    /// The word naming the launcher in the summary line (`apply`, `run`).
+    pub fn label(mut self, l: &'static str) -> Self {
+        self.label = l;
+        self
+    }
+    /// Seed of the randomised strategies.
+    pub fn seed(mut self, s: u64) -> Self {
+        self.seed = s;
+        self
+    }
+
+    /// The step's PUs (OS indexes) on this node.
+    pub fn cpus(&self) -> &[u32] {
+        &self.cpus
+    }
+
+    /// Task 0's profile directory and the one of task `t` (a `Given` profile serves all).
+    fn task_dirs(&self) -> Result<(PathBuf, Vec<PathBuf>)> {
+        let shares_threads = binding::task_shares(&self.node, self.tasks)
+            .first()
+            .map_or(0, Vec::len);
+        match &self.profile {
+            None => Err(MapError::Step("no profile location given".into())),
+            Some(ProfileSource::Given(d) | ProfileSource::Saved(d)) => {
+                Ok((d.clone(), vec![d.clone(); self.tasks]))
+            }
+            Some(ProfileSource::Keyed(root)) => {
+                let threads = self.omp_threads.unwrap_or(shares_threads);
+                let key = binding::profile_key(&self.command, threads, &self.key_cpus);
+                let dirs = (0..self.tasks)
+                    .map(|t| {
+                        if t == 0 {
+                            root.join(&key)
+                        } else {
+                            root.join(format!("{key}.task{t}"))
+                        }
+                    })
+                    .collect();
+                Ok((root.join(&key), dirs))
+            }
+        }
+    }
+
+    /// Compute every task's action. An error is a reason to run the step unpinned (the
+    /// launcher says it in one line, or fails the step in strict mode).
+    pub fn compute(&self) -> Result<StepPlan> {
+        let shares = binding::task_shares(&self.node, self.tasks);
+        let (dir0, dirs) = self.task_dirs()?;
+        let given = matches!(self.profile, Some(ProfileSource::Given(_)));
+        let with = |f: &dyn Fn(usize) -> TaskAction| -> Vec<TaskPlan> {
+            shares
+                .iter()
+                .enumerate()
+                .map(|(t, share)| TaskPlan {
+                    share: share.clone(),
+                    action: f(t),
+                })
+                .collect()
+        };
+        if self.mode == Mode::Profile {
+            return Ok(StepPlan {
+                tasks: with(&|t| TaskAction::Profile {
+                    dir: dirs[t].clone(),
+                }),
+                summary: None,
+                profile_dir: dir0,
+            });
+        }
+        if !dir0.join("profile.yaml").exists() {
+            if given {
+                return Err(MapError::Step(format!(
+                    "profile={} has no profile.yaml",
+                    dir0.display()
+                )));
+            }
+            let tasks = if self.prerun {
+                with(&|t| TaskAction::Prerun {
+                    dir: dirs[t].clone(),
+                })
+            } else {
+                with(&|_| TaskAction::Unpinned)
+            };
+            return Ok(StepPlan {
+                tasks,
+                summary: None,
+                profile_dir: dir0,
+            });
+        }
+        let mut tasks = Vec::with_capacity(self.tasks);
+        let mut summary = None;
+        for (t, share) in shares.iter().enumerate() {
+            let dir = if dirs[t].join("profile.yaml").exists() {
+                &dirs[t]
+            } else {
+                &dir0
+            };
+            let topo = self.node.restrict(share)?;
+            let (plan, compact, n) = self.plan_task(dir, &topo)?;
+            if t == 0 {
+                summary = Some(self.summary_line(dir, n, &plan, &compact));
+            }
+            let action = match binding::thread_pus(&plan) {
+                Some(pus) => TaskAction::Pin {
+                    pus,
+                    plan: Box::new(plan),
+                    profile: dir.clone(),
+                },
+                None => TaskAction::Unpinned,
+            };
+            tasks.push(TaskPlan {
+                share: share.clone(),
+                action,
+            });
+        }
+        Ok(StepPlan {
+            tasks,
+            summary,
+            profile_dir: dir0,
+        })
+    }
+
+    /// The plan of one task from its profile, and the `compact` plan it is compared with.
+    fn plan_task(&self, dir: &Path, topo: &Topology) -> Result<(Plan, Plan, usize)> {
+        check_profile_files(dir)?;
+        let prof = Profile::read_dir(dir)
+            .map_err(|e| MapError::Step(format!("profile {} is unusable: {e}", dir.display())))?;
+        let n = prof.comm.n();
+        if let Some(m) = self.omp_threads {
+            if m != n {
+                return Err(MapError::Step(format!(
+                    "profile {} has {n} threads but OMP_NUM_THREADS={m}",
+                    dir.display()
+                )));
+            }
+        }
+        let samples = if self.strategy.wants_samples() {
+            read_profile_samples(dir, n)?
+        } else {
+            None
+        };
+        let input = MapInput {
+            comm: &prof.comm,
+            load: &prof.load,
+            topology: topo,
+            seed: self.seed,
+        };
+        let plan = plan_for(&self.strategy, &input, samples.as_ref())?;
+        let compact = strategy::compute_plan("compact", &input)?;
+        Ok((plan, compact, n))
+    }
+
+    fn summary_line(&self, dir: &Path, n: usize, plan: &Plan, compact: &Plan) -> String {
+        let m = &plan.metrics;
+        let c = &compact.metrics;
+        let versus = format!(
+            "RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e})",
+            m.remote_comm, c.remote_comm, m.load_std, c.load_std
+        );
+        let head = format!(
+            "cmlb: {}: strategy {}, profile {} ({n} threads)",
+            self.label,
+            plan.strategy,
+            dir.display()
+        );
+        let pus = format_cpu_list(&self.cpus);
+        match &self.cpus_label {
+            Some(cores) => format!(
+                "{head}, {} task{} on {cores} (PUs {pus}); task 0: {versus}",
+                self.tasks,
+                if self.tasks == 1 { "" } else { "s" }
+            ),
+            None => format!("{head}, PUs {pus}: {versus}"),
+        }
+    }
+}
+
+/// The plan of `spec` for `input`; strategies that map from access streams (`dagtm`) get the
+/// sample log. The one place a strategy spec turns into a plan, for every front end.
+pub fn plan_for(
+    spec: &StrategySpec,
+    input: &MapInput,
+    samples: Option<&Arc<SampleLog>>,
+) -> Result<Plan> {
+    strategy::validate(input)?;
+    let s = spec.build()?;
+    let s = samples
+        .and_then(|log| s.with_samples(Arc::clone(log)))
+        .unwrap_or(s);
+    strategy::compute_plan_with(s.as_ref(), input)
+}
+
+/// `dir/samples.csv` when the profile has one, checked against the profile's `n` threads.
+pub fn read_profile_samples(dir: &Path, n: usize) -> Result<Option<Arc<SampleLog>>> {
+    let path = dir.join(SAMPLES_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let log = read_samples_csv(&path)?;
+    if log.threads.len() > n {
+        return Err(MapError::input(
+            path.display().to_string(),
+            format!(
+                "has samples of thread {} but the matrix has {n} threads",
+                log.threads.len() - 1
+            ),
+        ));
+    }
+    Ok(Some(Arc::new(log)))
+}
+
+/// The profile files a pipeline reads must be regular files: a FIFO or a device (or a symlink
+/// to one) would block or flood the launcher — slurmstepd, under Slurm — while it reads.
+pub fn check_profile_files(dir: &Path) -> Result<()> {
+    for name in [
+        "profile.yaml",
+        "comm.csv",
+        "load.csv",
+        "timeline.csv",
+        SAMPLES_FILE,
+    ] {
+        // Not followed: a symlink is refused too, so it cannot be swapped for a FIFO later.
+        // Missing files get Profile::read_dir's own message (timeline.csv is optional).
+        match std::fs::symlink_metadata(dir.join(name)) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => {
+                return Err(MapError::Step(format!(
+                    "profile {}: {name} is not a regular file",
+                    dir.display()
+                )))
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_profile(dir: &Path, comm: &str, n: usize) {
+        std::fs::create_dir_all(dir).unwrap();
+        let threads: String = (0..n)
+            .map(|i| format!("- index: {i}\n  tid: {}\n", 100 + i))
+            .collect();
+        std::fs::write(
+            dir.join("profile.yaml"),
+            format!("schema: 1\ncommand: [app]\nbackend: test\nthreads:\n{threads}"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("comm.csv"), comm).unwrap();
+        std::fs::write(dir.join("load.csv"), "1\n".repeat(n)).unwrap();
+    }
+
+    const PAIRS4: &str = "0,0,9,0\n0,0,0,9\n9,0,0,0\n0,9,0,0\n";
+
+    #[test]
+    fn apply_pins_every_task_inside_its_share() {
+        let t = tempfile::tempdir().unwrap();
+        let prof = t.path().join("p");
+        write_profile(&prof, PAIRS4, 4);
+        let machine = Topology::load("pack:1 numa:2 core:4 pu:1").unwrap();
+        let step = Step::new(&machine, &(0..8).collect::<Vec<u32>>())
+            .unwrap()
+            .tasks(2)
+            .profile(ProfileSource::Given(prof.clone()))
+            .strategy(StrategySpec::parse("cmlb").unwrap());
+        let plan = step.compute().unwrap();
+        assert_eq!(plan.tasks.len(), 2);
+        for tp in &plan.tasks {
+            let TaskAction::Pin { pus, .. } = &tp.action else {
+                panic!("{:?}", tp.action)
+            };
+            assert!(pus.iter().all(|p| tp.share.contains(p)), "{tp:?}");
+        }
+        // One task on the whole node: pairs (0,2) and (1,3) share a NUMA node (PUs 0-3, 4-7).
+        let plan = step.tasks(1).compute().unwrap();
+        let TaskAction::Pin { pus, .. } = &plan.tasks[0].action else {
+            unreachable!()
+        };
+        assert_eq!(pus[0] / 4, pus[2] / 4, "{pus:?}");
+        assert_eq!(pus[1] / 4, pus[3] / 4, "{pus:?}");
+        assert_ne!(pus[0] / 4, pus[1] / 4, "{pus:?}");
+        let s = plan.summary.unwrap();
+        assert!(s.starts_with("cmlb: apply: strategy cmlb, profile "), "{s}");
+        assert!(s.contains("(4 threads), PUs 0-7: RemoteComm"), "{s}");
+    }
+
+    #[test]
+    fn no_profile_means_a_prerun_or_unpinned_never_a_guess() {
+        let t = tempfile::tempdir().unwrap();
+        let machine = Topology::load("pack:1 numa:1 core:2 pu:1").unwrap();
+        let argv = vec!["/bin/app".to_string()];
+        let step = Step::new(&machine, &[0, 1])
+            .unwrap()
+            .tasks(2)
+            .command(&argv)
+            .profile(ProfileSource::Keyed(t.path().into()));
+        let p = step.compute().unwrap();
+        let TaskAction::Prerun { dir } = &p.tasks[1].action else {
+            panic!("{:?}", p.tasks[1])
+        };
+        assert!(dir.display().to_string().ends_with(".task1"), "{dir:?}");
+        assert_eq!(
+            p.tasks[0].action,
+            TaskAction::Prerun {
+                dir: p.profile_dir.clone()
+            }
+        );
+        let p = step.clone().allow_prerun(false).compute().unwrap();
+        assert!(p.tasks.iter().all(|t| t.action == TaskAction::Unpinned));
+        // A profile the user named must exist.
+        let e = step
+            .profile(ProfileSource::Given(t.path().join("nope")))
+            .compute()
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("nope has no profile.yaml"), "{e}");
+    }
+
+    #[test]
+    fn wrap_words_carry_the_options() {
+        let o = WrapOpts {
+            cmlb: "/usr/bin/cmlb".into(),
+            backend: Some("watch".into()),
+            period: Some(500),
+            duration: Some(2.0),
+            prerun_secs: 3.0,
+            run_anyway: true,
+            bind: BindMode::Omp,
+            topology: "live".into(),
+            strategy: StrategySpec::parse("spectral:k=2,scheme=plain").unwrap(),
+        };
+        let w = TaskAction::Profile { dir: "/s/k".into() }
+            .wrap_argv(&o)
+            .unwrap();
+        assert_eq!(
+            w.join(" "),
+            "/usr/bin/cmlb profile --out /s/k --run-anyway --backend watch --period 500 --duration 2 --"
+        );
+        let w = TaskAction::Prerun { dir: "/s/k".into() }
+            .wrap_argv(&o)
+            .unwrap();
+        assert_eq!(
+            w.join(" "),
+            "/usr/bin/cmlb run --time 3 --save-profile /s/k --strategy spectral:k=2,scheme=plain \
+             --bind omp --topology live --backend watch --period 500 --"
+        );
+        assert_eq!(TaskAction::Unpinned.wrap_argv(&o), None);
+    }
+
+    #[test]
+    fn thread_count_must_match_the_profile() {
+        let t = tempfile::tempdir().unwrap();
+        write_profile(t.path(), PAIRS4, 4);
+        let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
+        let e = Step::new(&machine, &[0, 1, 2, 3])
+            .unwrap()
+            .omp_threads(Some(3))
+            .profile(ProfileSource::Given(t.path().into()))
+            .compute()
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("has 4 threads but OMP_NUM_THREADS=3"), "{e}");
+    }
+
+    #[test]
+    fn profile_files_must_be_regular_files() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::write(d.join("profile.yaml"), "schema: 1\n").unwrap();
+        std::fs::write(d.join("load.csv"), "1\n").unwrap();
+        // Missing files are left to Profile::read_dir's message.
+        check_profile_files(d).expect("regular files and a missing one");
+        nix::unistd::mkfifo(&d.join("comm.csv"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = check_profile_files(d).unwrap_err().to_string();
+        assert!(e.contains("comm.csv is not a regular file"), "{e}");
+        std::fs::remove_file(d.join("comm.csv")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join("comm.csv")).unwrap();
+        let e = check_profile_files(d).unwrap_err().to_string();
+        assert!(e.contains("comm.csv is not a regular file"), "{e}");
+    }
+}
