@@ -5,7 +5,7 @@
 //! preload library (`libcmlb_preload.so`) carries it out inside the program. This crate is the
 //! whole contract between them:
 //!
-//! * [`env`]: the variable names;
+//! * [`env`](mod@env): the variable names;
 //! * [`cpulist`]: the Linux CPU-list encoding (`0-3,8`), and [`encode_pus`]/[`decode_pus`], the
 //!   per-thread PU list (`2,0,2`: thread k on the k-th number);
 //! * [`encode_wrap`]/[`decode_wrap`]: the exec-wrap argv (profile mode, apply pre-run);

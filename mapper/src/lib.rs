@@ -1,12 +1,36 @@
-//! The cmlb mapping core.
+//! The cmlb mapping core: which thread runs on which PU, so that threads sharing data sit on
+//! one NUMA node while every node's memory load stays balanced.
 //!
-//! Inputs -> compute -> output, with no Slurm, no perf and no I/O beyond files:
+//! One entry point per use:
 //!
-//! * [`topology::Topology`]: the machine (live / XML / synthetic via hwloc), restricted to the
-//!   PUs a job was given.
-//! * [`matrix::CommMatrix`] + a load vector: what the profiler measured (see [`profile`]).
-//! * [`strategy`]: mapping strategies selectable by name (`cmlb`, `eagermap`, `compact`, ...).
-//! * [`plan::Plan`]: thread -> PU assignment with its [`metrics`].
+//! * **a plan from inputs** — [`plan_for`]: a [`Topology`] (live, hwloc XML or synthetic,
+//!   restricted to the PUs a job was given), a [`CommMatrix`] and a load vector, a
+//!   [`StrategySpec`] → a [`Plan`] (thread → PU) with its [`metrics`]:
+//!
+//! ```
+//! use mapper::strategy::MapInput;
+//! use mapper::{plan_for, CommMatrix, StrategySpec, Topology};
+//!
+//! let topology = Topology::load("pack:1 numa:2 core:2 pu:1")?; // 2 NUMA nodes × 2 cores
+//! let mut comm = CommMatrix::zeros(4);
+//! comm.add_sym(0, 2, 10.0); // threads 0 and 2 share data
+//! comm.add_sym(1, 3, 10.0); // so do 1 and 3
+//! let load = [1.0, 1.0, 3.0, 3.0];
+//! let input = MapInput { comm: &comm, load: &load, topology: &topology, seed: 1 };
+//! let plan = plan_for(&StrategySpec::parse("cmlb")?, &input, None)?;
+//! assert_eq!(plan.metrics.remote_comm, 0.0); // no sharing crosses a NUMA node
+//! assert_eq!(plan.metrics.load_std, 0.0); // and both nodes carry a load of 4
+//! # Ok::<(), mapper::MapError>(())
+//! ```
+//!
+//! * **a step of a launcher** — [`pipeline::Step`]: what Slurm or `cmlb run` knows about a
+//!   step (CPUs, tasks, thread counts, where profiles are, the strategy) → what each task gets
+//!   (CPU share, thread → PU list, or a profiling wrap), as the SPANK plugin and `cmlb run`
+//!   use it.
+//!
+//! Underneath: [`topology`] (hwloc), [`strategy`] (every mapping method, selectable by
+//! [`StrategySpec`]), [`metrics`], [`profile`] and [`plan`] files. No Slurm, no perf, no I/O
+//! beyond files.
 
 pub mod binding;
 pub mod compare;
@@ -24,6 +48,7 @@ pub mod topology;
 
 pub use error::{MapError, Result};
 pub use matrix::CommMatrix;
+pub use pipeline::plan_for;
 pub use plan::{Assignment, Plan};
 pub use strategy::StrategySpec;
 pub use topology::{Level, Topology};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// Every plan carries these.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
-    /// Σ over pairs of threads on different NUMA nodes of A[i][j] (Eq. 4-3/4-4), each pair once.
+    /// Σ over pairs of threads on different NUMA nodes of `A[i][j]` (Eq. 4-3/4-4), each pair once.
     /// Lower is better.
     pub remote_comm: f64,
     /// Standard deviation of per-NUMA-node load, node load = sum of its threads' loads (Eq. 4-5).
@@ -18,11 +18,11 @@ pub struct Metrics {
     pub load_std: f64,
     /// Load per NUMA node, in `Topology::numa` order.
     pub numa_load: Vec<f64>,
-    /// EagerMap's quality: Σ_{i<j} A[i][j] / distance(pu_i, pu_j), with
+    /// EagerMap's quality: Σ_{i<j} `A[i][j]` / distance(pu_i, pu_j), with
     /// [`Topology::distance`] (tree hops, scaled by the NUMA latency ratio when hwloc
     /// distances are known; 1 for two threads on the same PU). Higher is better.
     pub quality: f64,
-    /// Σ_{i<j} A[i][j] · hops(pu_i, pu_j), hops = edges through the lowest common ancestor
+    /// Σ_{i<j} `A[i][j]` · hops(pu_i, pu_j), hops = edges through the lowest common ancestor
     /// ([`Topology::hops`], 0 on the same PU). Lower is better.
     pub hop_bytes: f64,
     /// MRAM(h) predicted memory cost of the shared accesses (digest 004, [`crate::mram::predict`]
@@ -124,7 +124,7 @@ fn pair_sum(comm: &CommMatrix, pus: &[usize], f: impl Fn(f64, usize, usize) -> f
     s
 }
 
-/// RemoteComm: Σ_{i<j, numa(i) ≠ numa(j)} A[i][j].
+/// RemoteComm: Σ_{i<j, numa(i) ≠ numa(j)} `A[i][j]`.
 pub fn remote_comm(comm: &CommMatrix, topo: &Topology, pus: &[usize]) -> f64 {
     pair_sum(comm, pus, |a, pi, pj| {
         if topo.pus[pi].numa != topo.pus[pj].numa {
@@ -135,12 +135,12 @@ pub fn remote_comm(comm: &CommMatrix, topo: &Topology, pus: &[usize]) -> f64 {
     })
 }
 
-/// EagerMap's mapping quality (its Eq. 7): Σ_{i<j} A[i][j] / distance(pu_i, pu_j).
+/// EagerMap's mapping quality (its Eq. 7): Σ_{i<j} `A[i][j]` / distance(pu_i, pu_j).
 pub fn quality(comm: &CommMatrix, topo: &Topology, pus: &[usize]) -> f64 {
     pair_sum(comm, pus, |a, pi, pj| a / topo.distance(pi, pj))
 }
 
-/// Hop-bytes: Σ_{i<j} A[i][j] · hops(pu_i, pu_j).
+/// Hop-bytes: Σ_{i<j} `A[i][j]` · hops(pu_i, pu_j).
 pub fn hop_bytes(comm: &CommMatrix, topo: &Topology, pus: &[usize]) -> f64 {
     pair_sum(comm, pus, |a, pi, pj| a * f64::from(topo.hops(pi, pj)))
 }

@@ -31,6 +31,8 @@
 //! # Ok::<(), mapper::MapError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 use crate::binding;
 use crate::error::{MapError, Result};
 use crate::plan::Plan;

@@ -303,7 +303,7 @@ impl Topology {
     }
 
     /// Cost of communication between PUs `a` and `b`, for EagerMap's quality metric
-    /// (Σ A[i][j] / distance). It is the tree distance [`Self::hops`], multiplied across NUMA
+    /// (Σ `A[i][j]` / distance). It is the tree distance [`Self::hops`], multiplied across NUMA
     /// nodes by the NUMA latency ratio `d(na, nb) / d(local)` when hwloc distances are known
     /// (e.g. 21/10 = 2.1× for SLIT 10/21), so both cache sharing and the NUMA factor count.
     /// Two threads on the *same* PU share everything, so their distance is 1: less than two

@@ -10,6 +10,12 @@ mkprofile() { # DIR
     printf '1\n2\n1\n2\n' > "$1/load.csv"
     printf 'schema: 1\ncommand: [pairs]\nbackend: hand\nthreads:\n' > "$1/profile.yaml"
     for k in 0 1 2 3; do echo "- {index: $k, tid: $((100 + k))}" >> "$1/profile.yaml"; done
+    # The raw-sample log dagtm maps from: 0 and 1 sweep the same 8 lines, 2 and 3 another 8.
+    { echo "tid_index,time_ns,addr"
+      t=0
+      for _ in 1 2 3; do for line in 0 1 2 3 4 5 6 7; do for k in 0 1 2 3; do
+          t=$((t + 1)); echo "$k,$t,$(( (k < 2 ? 4096 : 36864) + line * 64 ))"
+      done; done; done; } > "$1/samples.csv"
     chmod -R a+rX "$1"
 }
 P=$WORK/prof4
@@ -31,8 +37,8 @@ unpinned() { # FILE ALLCPUS: every thread reports the whole allocation
 start_cluster "scratch=$WORK/scratch/%u" || return
 ALL=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
 
-for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {print "cmlb"}')"; do
-    [ -n "$s" ] || continue
+# dagtm maps from the profile's samples.csv: every front end hands it over (mapper::pipeline).
+for s in compact scatter cmlb dagtm; do
     srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=$s" "$WORK/pairs" 4 0.2 >"$WORK/a_$s" 2>"$WORK/a_$s.err"
     planned "$s" "$ALL" > "$WORK/plan_$s"
     threads "$WORK/a_$s" > "$WORK/got_$s"
@@ -41,6 +47,16 @@ for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {
         test "$(grep -c "cmlb: apply: strategy $s, profile $P (4 threads)" "$WORK/a_$s.err")" -eq 1
     check "... RemoteComm and Load_std vs compact" contains "$WORK/a_$s.err" "RemoteComm"
 done
+# Several strategy parameters in one option (docs/spank.md, "Option syntax").
+S2="cmlb-refine:spare=count,anneal=0"
+srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=$S2,verbose" "$WORK/pairs" 4 0.2 >"$WORK/a_s2" 2>"$WORK/a_s2.err"
+planned "$S2" "$ALL" > "$WORK/plan_s2"
+threads "$WORK/a_s2" > "$WORK/got_s2"
+check "apply strategy=$S2 (two parameters) pins where cmlb map --strategy $S2 plans" diff "$WORK/plan_s2" "$WORK/got_s2"
+check "... and logs it once" test "$(grep -c "cmlb: apply: strategy cmlb-refine, profile $P (4 threads)" "$WORK/a_s2.err")" -eq 1
+srun -n1 --cmlb-map="apply:strategy=spectral:k=0,verbose" true >"$WORK/o_s2" 2>&1
+check "a bad strategy parameter stops srun with the words cmlb map uses" \
+    contains "$WORK/o_s2" "$("$CMLB" map --comm "$P/comm.csv" --topology live --strategy spectral:k=0 2>&1 | sed -n "s/.*': //p" | head -1)"
 
 # An OpenMP program with bind=omp only: the runtime places team member k where the plan says.
 if gcc -O2 -fopenmp -o "$WORK/omp" tests/e2e/omp.c 2>"$WORK/omp.cc"; then

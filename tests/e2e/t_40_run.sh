@@ -3,7 +3,7 @@
 CMLB=$repo/target/debug/cmlb
 [ -x "$WORK/pairs" ] && [ -d "$WORK/prof4" ] || { fail "cmlb run tests need t_20's workload and profile"; return; }
 ALL=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
-for s in compact scatter; do
+for s in compact scatter dagtm; do
     "$CMLB" run --profile "$WORK/prof4" --strategy "$s" -- "$WORK/pairs" 4 0.2 >"$WORK/r_$s" 2>"$WORK/r_$s.err"
     "$CMLB" map --profile "$WORK/prof4" --cpuset self --strategy "$s" --format yaml \
         | awk '/^- thread:/ {t=$3} /^ +pu:/ {print t, $2}' | sort -n > "$WORK/rp_$s"

@@ -22,7 +22,7 @@ pub mod spectral;
 
 pub use refine::LOAD_TOLERANCE;
 
-/// The strategy used when none is named (CLI, SPANK plugin): see [`refine`].
+/// The strategy used when none is named (CLI, SPANK plugin): see `strategy/refine.rs` (`cmlb-refine`).
 pub const DEFAULT: &str = "cmlb-refine";
 
 /// What every strategy gets.

@@ -6,7 +6,7 @@
 //! 1. `A ← (A + Aᵀ)/2`; similarity `S_ij = MAX_SIMILARITY · a_ij / max_{p≠q} a_pq`,
 //!    `S_ii = SELF_SIMILARITY` (both 1); `M = D^{-1/2} S D^{-1/2}` with `D = diag(row sums)`.
 //! 2. The k largest eigenpairs of `M` (= the k smallest of `I − M`) with faer
-//!    ([`super::eigen`]); the eigenvectors are weighted by their eigenvalue (clipped at 0) and
+//!    (`strategy/eigen.rs`); the eigenvectors are weighted by their eigenvalue (clipped at 0) and
 //!    the rows normalised to unit length. The weighting is our addition: it keeps directions
 //!    with eigenvalue 0, which are arbitrary when that eigenvalue is repeated, from splitting
 //!    clusters at random (a uniform block would otherwise be cut differently per run).

@@ -58,7 +58,7 @@ impl Expiration {
 pub struct CommStats {
     /// Samples processed.
     pub samples: u64,
-    /// Communications counted (each adds 1 to A[i][j] and A[j][i]).
+    /// Communications counted (each adds 1 to `A[i][j]` and `A[j][i]`).
     pub communications: u64,
     /// Full-table purges of expired entries.
     pub purges: u64,
