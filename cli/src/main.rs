@@ -1,6 +1,6 @@
 //! `cmlb`: thin command-line layer over the `mapper` and `profiler` crates.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// A line on stderr that can never panic: `run` and `profile` supervise a command and must
 /// carry on (and write the profile) when their stderr reader has gone away.
@@ -45,6 +45,12 @@ enum Command {
     Report(cmd::report::Args),
     /// Run a command (or follow a process) under the sampling profiler, write a profile dir.
     Profile(cmd::profile::Args),
+    /// Check this node before enabling the Slurm plugin (Slurm release, plugstack.conf,
+    /// scratch, sampling as the job user, topology, companion files).
+    Doctor(cmd::doctor::Args),
+    /// Write the man pages (for packagers).
+    #[command(hide = true)]
+    Man(cmd::man::Args),
 }
 
 fn main() {
@@ -82,6 +88,8 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Eval(a) => cmd::eval::run(a),
         Command::Profile(a) => cmd::profile::run(a).map(|code| std::process::exit(code)),
+        Command::Doctor(a) => cmd::doctor::run(a).map(|code| std::process::exit(code)),
+        Command::Man(a) => cmd::man::run(a, Cli::command()),
     };
     if let Err(e) = result {
         say!("cmlb: error: {}", one_line(&e));

@@ -15,9 +15,8 @@
 //! starts no threads and never blocks in srun/sbatch.
 
 mod ffi;
-pub mod options;
+pub use cmlb_slurm::options;
 mod remote;
-mod scratch;
 mod slog;
 mod sys;
 
@@ -166,13 +165,16 @@ pub extern "C" fn slurm_spank_init(sp: spank_t, ac: c_int, av: *const *const c_c
                 with_state(|s| s.site_broken = true);
             }
         }
+        // Leaked once per process: Slurm keeps pointers to the option for its lifetime.
+        let usage = Box::leak(
+            std::ffi::CString::new(options::option_usage())
+                .unwrap_or_default()
+                .into_boxed_c_str(),
+        );
         let opt = Box::leak(Box::new(ffi::SpankOption {
             name: c"cmlb-map".as_ptr(),
             arginfo: c"MODE[:k=v,...]".as_ptr(),
-            usage: c"Map threads to NUMA nodes with cmlb. MODE: profile (run under the profiler, \
-save the profile), apply (pin threads from the CMLB plan), off. Keys: strategy=NAME[:k=v,...], \
-profile=PATH, time=SECS, period=N, bind=omp|preload|both, verbose, dryrun. Also CMLB_MAP."
-                .as_ptr(),
+            usage: usage.as_ptr(),
             has_arg: 1,
             val: 0,
             cb: Some(option_cb),

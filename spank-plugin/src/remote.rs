@@ -6,9 +6,9 @@
 
 use crate::ffi::{self, item, spank_t, LogLevel};
 use crate::options::{self, MapOpts, Mode, SiteConf};
-use crate::scratch::{check_scratch, ensure_scratch};
 use crate::sys;
 use crate::{effective, with_state};
+use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
 use mapper::pipeline::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
 use mapper::topology::{format_cpu_list, Topology};

@@ -1,5 +1,7 @@
 //! One module per subcommand.
+pub mod doctor;
 pub mod eval;
+pub mod man;
 pub mod map;
 pub mod profile;
 pub mod profile_import;

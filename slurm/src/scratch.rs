@@ -5,11 +5,19 @@ use std::path::Path;
 
 /// Why the scratch directory cannot be used (the step then runs unpinned).
 #[derive(Debug)]
-pub(crate) struct ScratchError(pub String);
+pub struct ScratchError(pub String);
+
+impl std::fmt::Display for ScratchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScratchError {}
 
 /// Create the scratch directory (we run as the job user here) and check it ([`check_scratch`]),
 /// so nobody can redirect the user's profiles.
-pub(crate) fn ensure_scratch(dir: &Path, uid: u32) -> Result<(), ScratchError> {
+pub fn ensure_scratch(dir: &Path, uid: u32) -> Result<(), ScratchError> {
     use std::os::unix::fs::DirBuilderExt;
     if let Err(e) = std::fs::DirBuilder::new()
         .recursive(true)
@@ -36,7 +44,7 @@ pub(crate) fn ensure_scratch(dir: &Path, uid: u32) -> Result<(), ScratchError> {
 /// and, if others may write to it, be sticky like /tmp. Why: with the default `/tmp/cmlb-%u`,
 /// anyone could create the directory first and plant a profile (or a FIFO that blocks
 /// slurmstepd) where apply looks.
-pub(crate) fn check_scratch(dir: &Path, uid: u32) -> Result<(), ScratchError> {
+pub fn check_scratch(dir: &Path, uid: u32) -> Result<(), ScratchError> {
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::symlink_metadata(dir)
         .map_err(|e| ScratchError(format!("scratch directory {}: {e}", dir.display())))?;
@@ -53,6 +61,13 @@ pub(crate) fn check_scratch(dir: &Path, uid: u32) -> Result<(), ScratchError> {
             md.uid()
         )));
     }
+    check_parents(dir, uid)
+}
+
+/// The directories above `dir` (which need not exist yet): each must belong to root or the
+/// user `uid` and, if others may write to it, be sticky like /tmp (see [`check_scratch`]).
+pub fn check_parents(dir: &Path, uid: u32) -> Result<(), ScratchError> {
+    use std::os::unix::fs::MetadataExt;
     for up in dir.ancestors().skip(1) {
         let Ok(m) = std::fs::symlink_metadata(up) else {
             continue;

@@ -22,6 +22,49 @@ impl Mode {
 }
 
 pub const MODES: &str = "profile, apply, off";
+
+/// The `--cmlb-map` modes with their meaning: the plugin's `--help` text and `cmlb_spank(8)`.
+pub const MODE_DOCS: [(&str, &str); 3] = [
+    ("profile", "run each task under the profiler and save its profile in the scratch directory"),
+    ("apply", "pin every task's threads from the plan (a short profiling pre-run first if there is no profile yet)"),
+    ("off", "do nothing"),
+];
+
+/// The `--cmlb-map` keys with their meaning (same uses as [`MODE_DOCS`]).
+pub const KEY_DOCS: [(&str, &str); 7] = [
+    ("strategy=NAME[:key=value,...]", "mapping strategy and its parameters (cmlb map --list); after strategy=NAME:, key=value items belong to the strategy until a key of the option itself"),
+    ("profile=PATH", "apply: use this profile directory instead of the scratch lookup"),
+    ("time=SECS", "apply: longest profiling pre-run (default 3); profile: sample only the first SECS seconds"),
+    ("period=N", "sample period passed to cmlb profile --period"),
+    ("bind=omp|preload|both", "how threads are placed: OpenMP variables, the pthread_create preload, or both (default)"),
+    ("verbose", "log each task's thread-to-PU list; the preload logs every pinning"),
+    ("dryrun", "compute, log and write the plans, bind nothing"),
+];
+
+/// The plugstack.conf arguments with their meaning (`cmlb_spank(8)`, the package's snippet).
+pub const SITE_DOCS: [(&str, &str); 7] = [
+    ("default=off|apply", "mode when the user gives neither --cmlb-map nor CMLB_MAP (default off)"),
+    ("scratch=TEMPLATE", "where profiles are kept; %u user, %j job id, %n node, %% a percent sign (default /tmp/cmlb-%u)"),
+    ("cmlb=PATH", "the cmlb binary (default: next to the plugin, then /usr/bin/cmlb, /usr/local/bin/cmlb)"),
+    ("preload=PATH", "libcmlb_preload.so (default: next to the plugin)"),
+    ("topology=FILE", "cached hwloc XML topology of the node (skips discovery)"),
+    ("strict=0|1", "1: a missing or corrupt profile fails the step instead of running unpinned"),
+    ("backend=NAME", "profiler backend passed to cmlb profile --backend (auto, hw, numa-faults, watch, faults)"),
+];
+
+/// The one-paragraph usage of `--cmlb-map` that srun/sbatch `--help` print.
+pub fn option_usage() -> String {
+    let modes: Vec<String> = MODE_DOCS
+        .iter()
+        .map(|(m, d)| format!("{m} ({d})"))
+        .collect();
+    let keys: Vec<&str> = KEY_DOCS.iter().map(|(k, _)| *k).collect();
+    format!(
+        "Map threads to NUMA nodes with cmlb. MODE: {}. Keys: {}. Also CMLB_MAP. See cmlb_spank(8).",
+        modes.join(", "),
+        keys.join(", ")
+    )
+}
 pub const KEYS: &str = "strategy=NAME[:key=value,...], profile=PATH, time=SECS, period=N, \
 bind=omp|preload|both, verbose, dryrun";
 
@@ -33,7 +76,7 @@ pub const OPTION_KEYS: [&str; 7] = [
     "strategy", "profile", "time", "period", "bind", "verbose", "dryrun",
 ];
 
-pub use mapper::binding::BindMode;
+pub use contract::BindMode;
 
 /// A parsed `--cmlb-map` value.
 #[derive(Debug, Clone, PartialEq)]
@@ -380,6 +423,24 @@ mod tests {
                 assert!(!OPTION_KEYS.contains(k), "{}: parameter {k}", s.name());
             }
         }
+    }
+
+    #[test]
+    fn documented_keys_are_the_parsed_keys() {
+        // Every documented option key is one the parser knows, and vice versa.
+        let doc: Vec<&str> = KEY_DOCS
+            .iter()
+            .map(|(k, _)| k.split(['=', '[']).next().unwrap())
+            .collect();
+        assert_eq!(doc, OPTION_KEYS);
+        for (k, _) in SITE_DOCS {
+            let key = k.split('=').next().unwrap();
+            assert!(
+                SITE_KEYS.contains(&format!("{key}=")),
+                "{key} not in SITE_KEYS"
+            );
+        }
+        assert!(option_usage().contains("strategy=NAME[:key=value,...]"));
     }
 
     #[test]
