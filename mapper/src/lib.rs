@@ -42,6 +42,7 @@ pub mod output;
 pub mod pipeline;
 pub mod plan;
 pub mod profile;
+pub mod ranks;
 pub mod reuse;
 pub mod strategy;
 pub mod topology;
