@@ -460,6 +460,12 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
                     ),
                 );
             }
+            // Slurm >= 23.11: start the task as `words... program args` (reaches static
+            // programs too); on any error fall back to the preload's exec-wrap below.
+            #[cfg(spank_prepend_task_argv)]
+            if ffi::prepend_task_argv(sp, words).is_ok() {
+                return 0;
+            }
             set(ENV_WRAP, &words.join(WRAP_SEP));
             set(ENV_WRAP_PID, &pid);
             set(
