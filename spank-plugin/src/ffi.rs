@@ -263,8 +263,8 @@ pub fn setenv(sp: spank_t, name: &str, value: &str) -> Result<(), c_int> {
 type FnPrependTaskArgv = unsafe extern "C" fn(spank_t, c_int, *const *const c_char) -> c_int;
 
 /// Start the task as `words... <its own argv>` with `spank_prepend_task_argv` (Slurm >= 23.11,
-/// `task_init` only). Unlike the preload's exec-wrap this also reaches statically linked and
-/// setuid programs, which ignore `LD_PRELOAD`. Compiled only when the headers built against
+/// `task_init` only). Unlike the preload's exec-wrap this also reaches statically linked
+/// programs, which ignore `LD_PRELOAD`. Compiled only when the headers built against
 /// declare the call (cfg set by build.rs); looked up at run time all the same, so a Slurm
 /// without it gives `Err(-1)` instead of a failed load. On `Err` the task is untouched and the
 /// caller falls back to the exec-wrap; the failure is logged at verbose level here.

@@ -169,7 +169,7 @@ rel_ensure() {
     if ! debootstrap --variant=minbase --include=ca-certificates "$code" "$tmp" "$mirror" \
             >"$REL_CACHE/slurm-$code.debootstrap.log" 2>&1; then
         tail -n 20 "$REL_CACHE/slurm-$code.debootstrap.log" >&2
-        rel_umount_all "$tmp" || true
+        rel_remove_tree "$tmp" || true
         rel_die "$code: debootstrap failed (log: $REL_CACHE/slurm-$code.debootstrap.log)"
     fi
     rel_umount_all "$tmp" || rel_die "debootstrap left mounts under $tmp"
