@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Chroots of newer Debian releases, each with its own Slurm, for tests/slurm-releases/run.
 # Sourced (bash, set -euo pipefail). Needs root, debootstrap, flock, mount.
 #
@@ -119,7 +120,7 @@ rel_in() {
     "${pre[@]}" chroot "$root" /usr/bin/env -i "${envs[@]}" "$@"
 }
 
-# rel_apt_opts CODENAME: apt options the release needs here.
+# rel_apt_conf CODENAME: apt configuration the release needs here.
 rel_apt_conf() {
     case "$1" in
         # unstable's Release file reads as expired on these machines (measured 2026-11-24).
@@ -128,16 +129,15 @@ rel_apt_conf() {
     esac
 }
 
-# rel_install ROOT CODENAME: the packages of REL_PACKAGES (mounts must be in place).
+# rel_install ROOT: the packages of REL_PACKAGES (mounts must be in place).
 rel_install() {
-    local root=$1 code=$2
-    rel_in "$root" apt-get update -qq >"$root/.cmlb-apt.log" 2>&1 \
+    local root=$1
+    REL_TIMEOUT=600 rel_in "$root" apt-get update -qq >"$root/.cmlb-apt.log" 2>&1 \
         || { tail -n 20 "$root/.cmlb-apt.log" >&2; return 1; }
-    rel_in "$root" apt-get install -y -qq --no-install-recommends "${REL_PACKAGES[@]}" \
+    REL_TIMEOUT=900 rel_in "$root" apt-get install -y -qq --no-install-recommends "${REL_PACKAGES[@]}" \
         >>"$root/.cmlb-apt.log" 2>&1 \
         || { tail -n 20 "$root/.cmlb-apt.log" >&2; return 1; }
     rel_in "$root" apt-get clean
-    : "$code"
 }
 
 # rel_ensure CODENAME: echo the path of a complete chroot of CODENAME, building it if missing
@@ -150,7 +150,7 @@ rel_ensure() {
             rel_say "$code: package list changed, installing into the cached chroot"
             rel_mount "$root"
             local rc=0
-            rel_install "$root" "$code" || rc=$?
+            rel_install "$root" || rc=$?
             rel_umount_all "$root" || rel_die "cannot unmount $root"
             [ $rc -eq 0 ] || rel_die "$code: apt-get install failed (log: $root/.cmlb-apt.log)"
             rel_write_stamp "$root" "$code"
@@ -166,7 +166,8 @@ rel_ensure() {
     mkdir -p "$REL_CACHE"
     t0=$(date +%s)
     rel_say "$code: building the chroot in $root (debootstrap from $mirror, once per machine)"
-    if ! debootstrap --variant=minbase --include=ca-certificates "$code" "$tmp" "$mirror" \
+    # Bounded: a stalled mirror must fail the run, not hang CI.
+    if ! timeout -k 10 900 debootstrap --variant=minbase --include=ca-certificates "$code" "$tmp" "$mirror" \
             >"$REL_CACHE/slurm-$code.debootstrap.log" 2>&1; then
         tail -n 20 "$REL_CACHE/slurm-$code.debootstrap.log" >&2
         rel_remove_tree "$tmp" || true
@@ -180,7 +181,7 @@ rel_ensure() {
     local t1 rc=0
     t1=$(date +%s)
     rel_mount "$tmp"
-    rel_install "$tmp" "$code" || rc=$?
+    rel_install "$tmp" || rc=$?
     rel_kill_inside "$(cd "$tmp" && pwd -P)"
     rel_umount_all "$tmp" || rel_die "cannot unmount $tmp"
     [ $rc -eq 0 ] || rel_die "$code: apt-get install failed (log: $tmp/.cmlb-apt.log)"
