@@ -1,6 +1,8 @@
 //! Reads the installed Slurm headers (no network, no libclang) and generates `slurm_consts.rs`:
 //! `SLURM_VERSION_NUMBER` (slurmd refuses a plugin whose `plugin_version` major.minor differs
 //! from its own) and the values of `enum spank_item`, which Slurm has extended between releases.
+//! When `spank.h` declares `spank_prepend_task_argv` (Slurm >= 23.11) it also sets the cfg
+//! `spank_prepend_task_argv`, which compiles `ffi::prepend_task_argv`.
 //!
 //! Headers are looked up in `$SLURM_INCLUDE_DIR/slurm/` (or `$SLURM_INCLUDE_DIR/` directly),
 //! then `/usr/include/slurm`, `/usr/local/include/slurm`.
@@ -48,6 +50,12 @@ fn main() {
         if !items.iter().any(|(n, _)| n == needed) {
             fail(&spank_h, &format!("enum spank_item lacks {needed}"));
         }
+    }
+
+    // Declared from 23.11 on; 22.05 lacks it. Looked up as a call, not as a word in a comment.
+    println!("cargo:rustc-check-cfg=cfg(spank_prepend_task_argv)");
+    if declares_function(&stext, "spank_prepend_task_argv") {
+        println!("cargo:rustc-cfg=spank_prepend_task_argv");
     }
 
     let mut out = String::new();
@@ -136,6 +144,22 @@ fn parse_version(text: &str) -> Option<u32> {
         }
     }
     None
+}
+
+/// Whether the header declares `name (` outside comments.
+fn declares_function(text: &str, name: &str) -> bool {
+    let text = strip_comments(text);
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find(name) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + name.len()..].trim_start();
+        let word_start = before.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+        if word_start && after.starts_with('(') {
+            return true;
+        }
+        rest = &rest[i + name.len()..];
+    }
+    false
 }
 
 /// Names and values of a C enum, honouring explicit `= N` initialisers.

@@ -258,8 +258,111 @@ pub fn setenv(sp: spank_t, name: &str, value: &str) -> Result<(), c_int> {
     }
 }
 
+/// `spank_prepend_task_argv(spank_t, int argc, const char *argv[])` (Slurm >= 23.11).
+#[cfg(spank_prepend_task_argv)]
+type FnPrependTaskArgv = unsafe extern "C" fn(spank_t, c_int, *const *const c_char) -> c_int;
+
+/// Start the task as `words... <its own argv>` with `spank_prepend_task_argv` (Slurm >= 23.11,
+/// `task_init` only). Unlike the preload's exec-wrap this also reaches statically linked
+/// programs, which ignore `LD_PRELOAD`. Compiled only when the headers built against
+/// declare the call (cfg set by build.rs); looked up at run time all the same, so a Slurm
+/// without it gives `Err(-1)` instead of a failed load. On `Err` the task is untouched and the
+/// caller falls back to the exec-wrap; the failure is logged at verbose level here.
+#[cfg(spank_prepend_task_argv)]
+pub fn prepend_task_argv(sp: spank_t, words: &[String]) -> Result<(), c_int> {
+    let result = prepend_task_argv_with(sym(c"spank_prepend_task_argv"), sp, words);
+    if let Err(rc) = result {
+        log(
+            LogLevel::Verbose,
+            &format!(
+                "cmlb: spank_prepend_task_argv failed (spank error {rc}); using the exec-wrap"
+            ),
+        );
+    }
+    result
+}
+
+#[cfg(spank_prepend_task_argv)]
+fn prepend_task_argv_with(
+    f: Option<FnPrependTaskArgv>,
+    sp: spank_t,
+    words: &[String],
+) -> Result<(), c_int> {
+    let f = f.ok_or(-1)?;
+    let words = words
+        .iter()
+        .map(|w| CString::new(w.as_str()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| -1)?;
+    let argc = c_int::try_from(words.len()).map_err(|_| -1)?;
+    // Leaked on purpose: spank.h does not say whether Slurm copies them, and this forked task
+    // process execs right after task_init anyway.
+    let mut argv: Vec<*const c_char> = words
+        .into_iter()
+        .map(|w| w.into_raw().cast_const())
+        .collect();
+    argv.push(std::ptr::null());
+    let argv = argv.leak();
+    // SAFETY: argc valid NUL-terminated strings followed by a NULL, alive for the process.
+    let rc = unsafe { f(sp, argc, argv.as_ptr()) };
+    if rc == ESPANK_SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
 /// `plugin_version` check slurmd does: equal major.minor.
 #[cfg(test)]
 pub fn version_major_minor(v: u32) -> (u32, u32) {
     ((v >> 16) & 0xff, (v >> 8) & 0xff)
+}
+
+#[cfg(all(test, spank_prepend_task_argv))]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn fake_prepend(
+        _sp: spank_t,
+        argc: c_int,
+        argv: *const *const c_char,
+    ) -> c_int {
+        let mut seen = SEEN.lock().unwrap();
+        for i in 0..argc as usize {
+            // SAFETY: the caller passes argc valid strings.
+            seen.push(
+                unsafe { CStr::from_ptr(*argv.add(i)) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+        // SAFETY: the array is NULL-terminated.
+        assert!(unsafe { *argv.add(argc as usize) }.is_null());
+        ESPANK_SUCCESS
+    }
+
+    unsafe extern "C" fn refusing_prepend(_: spank_t, _: c_int, _: *const *const c_char) -> c_int {
+        3 // ESPANK_NOT_TASK
+    }
+
+    #[test]
+    fn prepend_passes_the_words_in_order_and_reports_refusal() {
+        let words: Vec<String> = ["/opt/cmlb", "profile", "--out", "/s/k", "--"]
+            .map(String::from)
+            .to_vec();
+        prepend_task_argv_with(Some(fake_prepend), std::ptr::null_mut(), &words).unwrap();
+        assert_eq!(*SEEN.lock().unwrap(), words);
+        let rc = prepend_task_argv_with(Some(refusing_prepend), std::ptr::null_mut(), &words);
+        assert_eq!(rc, Err(3));
+        // Outside Slurm (here) the symbol is missing: the caller falls back to the exec-wrap.
+        assert_eq!(prepend_task_argv(std::ptr::null_mut(), &words), Err(-1));
+        let nul = vec!["a\0b".to_string()];
+        assert_eq!(
+            prepend_task_argv_with(Some(fake_prepend), std::ptr::null_mut(), &nul),
+            Err(-1)
+        );
+    }
 }

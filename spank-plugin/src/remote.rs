@@ -389,12 +389,20 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
             pid: std::process::id(),
             verbose: st.opts.verbose,
         })),
-        TaskDo::Wrap { words, .. } => set_all(contract::wrap_env(
+        TaskDo::Wrap { words, .. } => {
+            // Slurm >= 23.11: start the task as `words... program args` (reaches static
+            // programs too); on any error fall back to the preload's exec-wrap below.
+            #[cfg(spank_prepend_task_argv)]
+            if ffi::prepend_task_argv(sp, words).is_ok() {
+                return 0;
+            }
+            set_all(contract::wrap_env(
             words,
             std::process::id(),
-            &preload,
-            existing.as_deref(),
-        )),
+                &preload,
+                existing.as_deref(),
+            ))
+        }
     }
     0
 }

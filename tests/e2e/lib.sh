@@ -1,9 +1,12 @@
 # Helpers for tests/e2e/t_*.sh (sourced by tests/e2e/run).
 PASS=0
 FAILED=()
+SKIPPED=()
 
 ok() { PASS=$((PASS + 1)); echo "e2e: ok   $*"; }
 fail() { FAILED+=("$*"); echo "e2e: FAIL $*"; }
+# skip NAME REASON: a check that cannot run here; counted and listed, never as passed.
+skip() { SKIPPED+=("$1 ($2)"); echo "e2e: SKIP $1: $2"; }
 
 # check NAME CONDITION-COMMAND... : pass when the command succeeds.
 check() {
@@ -42,25 +45,27 @@ wait_job() {
 }
 
 summary() {
-    echo "e2e: $PASS passed, ${#FAILED[@]} failed"
+    if [ ${#SKIPPED[@]} -gt 0 ]; then
+        printf 'e2e: skipped: %s\n' "${SKIPPED[@]}"
+        echo "e2e: $PASS passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"
+    else
+        echo "e2e: $PASS passed, ${#FAILED[@]} failed"
+    fi
     if [ ${#FAILED[@]} -gt 0 ]; then
         printf 'e2e: failed: %s\n' "${FAILED[@]}"
         exit 1
     fi
 }
 
-# wait_idle: until no job is left on the cluster (srun --uid fails if its job has to queue).
-wait_idle() {
-    for _ in $(seq 1 300); do
-        if [ -z "$(squeue -h 2>/dev/null)" ] && [ "$(sinfo -h -o %T 2>/dev/null | head -1)" = idle ]; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    return 1
-}
-
 # A lost controller must fail a check, not hang the suite: every Slurm client call is bounded.
 srun() { timeout --foreground -k 5 120 env srun "$@"; }
 sbatch() { timeout --foreground -k 5 60 env sbatch "$@"; }
 salloc() { timeout --foreground -k 5 120 env salloc "$@"; }
+
+# srun_as USER ARGS...: srun started by USER itself (not `srun --uid`, which Slurm 24.11 and
+# later refuse), from $WORK so the job's working directory is one the user may enter.
+srun_as() {
+    local u=$1; shift
+    (cd "$WORK" && timeout --foreground -k 5 120 \
+        setpriv --reuid="$(id -u "$u")" --regid="$(id -g "$u")" --init-groups -- env srun "$@")
+}

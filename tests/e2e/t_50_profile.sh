@@ -41,15 +41,21 @@ T=$(sed -n 's/^cmlb: profiling .*; profile: //p' "$WORK/pt.err" | head -1)
 check "profile time=0.5: sampled about 0.5 s of a 2 s run" awk '/^duration_s:/ {d = $2} END {exit !(d > 0 && d < 1.2)}' "${T:-/dev/null}/profile.yaml"
 check "profile time=0.5: the program ran to its end" test "$(grep -c '^thread ' "$WORK/pt.out")" -eq 4
 
-# As an ordinary user: the profile belongs to that user, in that user's scratch dir.
+# As an ordinary user (srun run by that user): the profile belongs to that user, in that
+# user's scratch dir.
 if id nobody >/dev/null 2>&1; then
-    grp=$(id -gn nobody)
-    wait_idle
-    srun --uid=nobody --gid="$grp" -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.5 >"$WORK/u.out" 2>"$WORK/u.err"
+    srun_as nobody -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.5 >"$WORK/u.out" 2>"$WORK/u.err"
+    rc=$?
+    check "profile as user nobody: the job succeeds (rc=$rc)" test $rc -eq 0
+    check "profile as user nobody: the program ran" test "$(grep -c '^thread ' "$WORK/u.out")" -eq 2
+    out=$(srun_as nobody -n1 id -un 2>&1)
+    check "srun run by nobody: the task runs as nobody ($out)" test "$out" = nobody
     U=$(sed -n 's/^cmlb: profiling .*; profile: //p' "$WORK/u.err" | head -1)
     check "profile as user nobody: written" test -n "$U" -a -f "$U/profile.yaml"
     check "profile as user nobody: owned by nobody" test "$(stat -c %U "$U" 2>/dev/null)" = nobody
     check "profile as user nobody: in nobody's scratch" test "${U#"$WORK/scratch/nobody/"}" != "$U"
+else
+    skip "profile as an unprivileged user" "no user 'nobody' on this system"
 fi
 
 # apply without any profile: pre-run bounded by time=, then the pinned run.
@@ -68,7 +74,7 @@ check "pre-run: period= reaches the profiler" test "$(grep -l '^sample_period: 2
 # (Captured, not piped into grep -q: under pipefail a reader that stops early fails the test.)
 probe=$("$CMLB" profile --probe 2>/dev/null)
 if ! grep -q '^hardware sampling: *none' <<<"$probe"; then
-    echo "e2e: note: skipping the unstartable-profiling checks: this node has a sampling PMU"
+    skip "profile, sampling cannot start (backend=hw)" "this node has a sampling PMU, so hw starts"
 else
     start_cluster "scratch=$WORK/scratch/%u backend=hw" || return
     srun -n1 -c2 --cmlb-map=profile "$WORK/pairs" 2 0.2 >"$WORK/nh.out" 2>"$WORK/nh.err"
