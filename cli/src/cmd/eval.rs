@@ -1,9 +1,11 @@
 //! `cmlb eval`: every strategy and Scotch on known-pattern matrices, EagerMap's matrices and
-//! profiles, on synthetic machines of several NUMA sizes (thin layer over `report::eval`).
+//! profiles, on synthetic machines of several NUMA sizes (thin layer over the `eval` crate,
+//! plots drawn by `report::eval_plots`).
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use report::eval;
+// `::eval`: the crate, not this module.
+use ::eval;
 use std::path::PathBuf;
 
 #[derive(ClapArgs)]
@@ -116,7 +118,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(std::path::Path::new("."))
             .join("eval")
     });
-    eval::plots(&rows, &plots).with_context(|| format!("writing plots to {}", plots.display()))?;
+    report::eval_plots(&rows, &plots)
+        .with_context(|| format!("writing plots to {}", plots.display()))?;
     // The document links the plots relative to its own directory when they are below it.
     let out_dir = a.out.parent().unwrap_or(std::path::Path::new(""));
     let plots_link = match plots.strip_prefix(out_dir) {
