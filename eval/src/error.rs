@@ -30,6 +30,9 @@ pub enum EvalError {
     /// gmap's `-vt` log has no `Mapping` time line.
     #[error("gmap -vt printed no mapping time")]
     NoMappingTime,
+    /// An external plan still breaks the per-PU capacity: never compared as if it were a plan.
+    #[error("invalid plan: {0}")]
+    InvalidPlan(String),
 }
 
 pub type Result<T, E = EvalError> = std::result::Result<T, E>;

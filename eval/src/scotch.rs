@@ -1,12 +1,14 @@
 //! Scotch as an external mapper: converts inputs to its formats, runs `gmap` and reads its
-//! mapping back.
+//! mapping back (repaired to one thread per PU when gmap stacks threads, see [`map`]).
 
+use crate::capacity::{self, Repair};
 use crate::error::{EvalError, Result};
 use crate::inputs::EvalInput;
 use mapper::metrics::{self, Metrics};
 use mapper::{CommMatrix, Topology};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
 /// The `gmap` program: `scotch_gmap` on Debian, `gmap` elsewhere.
 pub fn find() -> Option<PathBuf> {
@@ -190,13 +192,35 @@ pub fn run_gmap(
     Ok(GmapMapping { pus, secs })
 }
 
-/// Map `input` onto `topo` with gmap; returns the metrics of its mapping, with
-/// `mapping_ms` = Scotch's own reported mapping time (I/O excluded, like cmlb's).
-pub fn map(gmap: &Path, input: &EvalInput, topo: &Topology, work: &Path) -> Result<Metrics> {
-    let GmapMapping { pus, secs } = run_gmap(gmap, &input.comm, &input.load, topo, work)?;
-    let mut m = metrics::compute(&input.comm, &input.load, topo, &pus);
-    m.mapping_ms = secs * 1e3;
-    Ok(m)
+/// Scotch's plan as the evaluation compares it.
+#[derive(Debug, Clone)]
+pub struct ScotchPlan {
+    /// PU index per thread, within the per-PU capacity ([`capacity::pu_capacity`]).
+    pub pus: Vec<usize>,
+    /// Metrics of `pus`; `mapping_ms` = gmap's own mapping time plus the repair's.
+    pub metrics: Metrics,
+    /// How gmap's mapping was changed to fit the capacity, if it had to be.
+    pub repair: Option<Repair>,
+}
+
+/// Map `input` onto `topo` with gmap. gmap balances vertex weights, not vertex counts, so with
+/// uneven loads it may stack threads on one PU; such a mapping is repaired
+/// ([`capacity::repair`]) and checked before its metrics are computed, because every cmlb
+/// strategy gives each thread its own PU and an overfull mapping is not a plan to compare.
+/// `mapping_ms` = the `Mapping` time gmap reports (I/O excluded, like cmlb's) plus the repair's.
+pub fn map(gmap: &Path, input: &EvalInput, topo: &Topology, work: &Path) -> Result<ScotchPlan> {
+    let GmapMapping { mut pus, secs } = run_gmap(gmap, &input.comm, &input.load, topo, work)?;
+    let t = Instant::now();
+    let repair = capacity::repair(&input.comm, topo, &mut pus)?;
+    let repair_ms = t.elapsed().as_secs_f64() * 1e3;
+    capacity::check(&pus, topo.pus.len())?;
+    let mut metrics = metrics::compute(&input.comm, &input.load, topo, &pus);
+    metrics.mapping_ms = secs * 1e3 + repair_ms;
+    Ok(ScotchPlan {
+        pus,
+        metrics,
+        repair,
+    })
 }
 
 #[cfg(test)]

@@ -54,7 +54,8 @@ pub struct SummaryRow {
 
 /// Per strategy and NUMA size: geometric mean over inputs of RemoteComm ÷ random's, and of
 /// Load_std ÷ random's (both +1 so perfect zeros stay finite), count of inputs where it has the
-/// lowest RemoteComm, how many inputs it ran on, and median mapping time.
+/// lowest RemoteComm, how many inputs it ran on, and median mapping time. Repaired plans count
+/// under their mapper's name (the tables and [`repair_note`] say which were repaired).
 pub fn summary(rows: &[EvalRow]) -> Vec<SummaryRow> {
     let mut out = Vec::new();
     let metric = |input: &str, numa: usize, s: &str| -> Option<Metrics> {
@@ -124,6 +125,39 @@ pub fn summary_markdown(rows: &[EvalRow]) -> String {
     s
 }
 
+/// One line per strategy and NUMA size whose plans had to be repaired: how many of its plans
+/// and threads moved. `None` when no plan was repaired.
+pub fn repair_note(rows: &[EvalRow]) -> Option<String> {
+    let mut parts = Vec::new();
+    for numa in numa_sizes(rows) {
+        for s in strategies(rows) {
+            let of: Vec<&EvalRow> = rows
+                .iter()
+                .filter(|r| r.numa == numa && r.strategy == s && matches!(r.metrics, Ok(Some(_))))
+                .collect();
+            let repaired: Vec<usize> = of
+                .iter()
+                .filter_map(|r| r.repair)
+                .map(|r| r.moved)
+                .collect();
+            if !repaired.is_empty() {
+                parts.push(format!(
+                    "{s} on {numa} NUMA nodes: {} of {} plans, {} threads moved",
+                    repaired.len(),
+                    of.len(),
+                    repaired.iter().sum::<usize>()
+                ));
+            }
+        }
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "Repaired plans (more threads on a PU than the capacity; moved before measuring): {}.\n",
+            parts.join("; ")
+        )
+    })
+}
+
 /// The whole document: how it was made, the summary, then one full table per NUMA size.
 /// `plots`: the plot directory as the document should link it (relative to its own directory).
 pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str, plots: &str) -> String {
@@ -139,6 +173,10 @@ pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str, plots: &str
 \"lowest RemoteComm on\" counts the inputs where the strategy ties for the best RemoteComm.\n\n",
     );
     s.push_str(&summary_markdown(rows));
+    if let Some(note) = repair_note(rows) {
+        s.push('\n');
+        s.push_str(&note);
+    }
     for numa in numa_sizes(rows) {
         let topo = rows
             .iter()
@@ -156,7 +194,7 @@ pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str, plots: &str
                 Ok(Some(m)) => s.push_str(&format!(
                     "| {} | {} | {} | {} | {} | {} | {:.3} |\n",
                     r.input,
-                    r.strategy,
+                    r.label(),
                     num(m.remote_comm),
                     num(m.load_std),
                     num(m.quality),
@@ -167,7 +205,7 @@ pub fn markdown(rows: &[EvalRow], inputs: &[EvalInput], notes: &str, plots: &str
                 Err(e) => s.push_str(&format!(
                     "| {} | {} | error: {} | | | | |\n",
                     r.input,
-                    r.strategy,
+                    r.label(),
                     e.replace('|', "/")
                 )),
             }
@@ -219,8 +257,15 @@ pub fn remote_vs_random(rows: &[EvalRow], numa: usize) -> RemoteVsRandom {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity::Repair;
 
-    fn row(input: &str, numa: usize, strategy: &str, remote: f64) -> EvalRow {
+    fn row(
+        input: &str,
+        numa: usize,
+        strategy: &str,
+        remote: f64,
+        repair: Option<Repair>,
+    ) -> EvalRow {
         EvalRow {
             input: input.into(),
             threads: 8,
@@ -231,17 +276,54 @@ mod tests {
                 remote_comm: remote,
                 ..Metrics::default()
             })),
+            repair,
         }
+    }
+
+    #[test]
+    fn repaired_rows_are_labelled_and_counted_under_their_mapper() {
+        let rows = vec![
+            row("a", 2, "random", 99.0, None),
+            row(
+                "a",
+                2,
+                "scotch",
+                9.0,
+                Some(Repair {
+                    moved: 12,
+                    overfull_pus: 3,
+                }),
+            ),
+            row("b", 2, "random", 99.0, None),
+            row("b", 2, "scotch", 0.0, None),
+        ];
+        let md = markdown(&rows, &[], "notes\n", "eval");
+        assert!(
+            md.contains("| a | scotch (repaired: 12 moved) | 9 |"),
+            "{md}"
+        );
+        assert!(md.contains("| b | scotch | 0 |"), "{md}");
+        assert!(
+            md.contains("scotch on 2 NUMA nodes: 1 of 2 plans, 12 threads moved"),
+            "{md}"
+        );
+        // One summary line for scotch over both inputs: (10/100 · 1/100)^(1/2) = 0.032.
+        let s = summary(&rows);
+        let sc: Vec<&SummaryRow> = s.iter().filter(|r| r.strategy == "scotch").collect();
+        assert_eq!(sc.len(), 1);
+        assert_eq!(sc[0].inputs, 2);
+        assert!((sc[0].remote_vs_random - (0.1f64 * 0.01).sqrt()).abs() < 1e-12);
+        assert_eq!(repair_note(&rows[2..]), None);
     }
 
     #[test]
     fn plot_numbers_are_relative_to_random_per_numa_size() {
         let rows = vec![
-            row("a", 2, "random", 9.0),
-            row("a", 2, "compact", 4.0),
-            row("a", 4, "random", 19.0),
-            row("b", 4, "random", 0.0),
-            row("b", 4, "compact", 1.0),
+            row("a", 2, "random", 9.0, None),
+            row("a", 2, "compact", 4.0, None),
+            row("a", 4, "random", 19.0, None),
+            row("b", 4, "random", 0.0, None),
+            row("b", 4, "compact", 1.0, None),
         ];
         let r = remote_vs_random(&rows, 4);
         assert_eq!(r.inputs, vec!["a", "b"]);
