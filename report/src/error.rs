@@ -20,9 +20,6 @@ pub enum ReportError {
     /// plotters failed to draw or encode a figure.
     #[error("figure {figure}: {msg}")]
     Draw { figure: String, msg: String },
-    /// An input (matrix, profile, external tool output) is unusable.
-    #[error("{0}")]
-    Input(String),
     /// The output location is unusable.
     #[error("output: {0}")]
     Output(String),

@@ -12,15 +12,20 @@
 //! * `topology`: the plan drawn on the topology (NUMA nodes → cores → PUs → threads).
 //!
 //! The output directory is written atomically: a temporary sibling is filled, then renamed.
+//!
+//! [`eval_plots`] draws the evaluation's RemoteComm bars from `eval`'s rows. This crate only
+//! draws: the evaluation itself (inputs, runs, Scotch, tables) is the `eval` crate, which
+//! `report` depends on and which never depends on `report`.
 
 mod error;
-pub mod eval;
+mod eval_plots;
 mod figures;
 mod fonts;
 mod html;
 mod layout;
 
 pub use error::{ReportError, Result};
+pub use eval_plots::eval_plots;
 pub use layout::PlanView;
 
 use mapper::profile::Profile;

@@ -1,9 +1,11 @@
 //! `cmlb eval`: every strategy and Scotch on known-pattern matrices, EagerMap's matrices and
-//! profiles, on synthetic machines of several NUMA sizes (thin layer over `report::eval`).
+//! profiles, on synthetic machines of several NUMA sizes (thin layer over the `eval` crate,
+//! plots drawn by `report::eval_plots`).
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use report::eval;
+// `::eval`: the crate, not this module.
+use ::eval;
 use std::path::PathBuf;
 
 #[derive(ClapArgs)]
@@ -116,7 +118,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .unwrap_or(std::path::Path::new("."))
             .join("eval")
     });
-    eval::plots(&rows, &plots).with_context(|| format!("writing plots to {}", plots.display()))?;
+    report::eval_plots(&rows, &plots)
+        .with_context(|| format!("writing plots to {}", plots.display()))?;
     // The document links the plots relative to its own directory when they are below it.
     let out_dir = a.out.parent().unwrap_or(std::path::Path::new(""));
     let plots_link = match plots.strip_prefix(out_dir) {
@@ -129,6 +132,11 @@ nodes; Scotch: {}. Mapping times are each mapper's own time on this machine (Sco
 `Mapping` time `gmap -vt` reports, I/O excluded; cmlb strategies: a debug or release build as \
 run). Metrics of every row, Scotch's included, are computed by `mapper::metrics::compute`. \
 `dagtm` maps from a profile's raw samples, so it appears only for inputs profiled here. \
+Scotch balances loads, not thread counts, and may stack threads on one PU; such a mapping is \
+repaired before it is measured (the excess threads of an overfull PU move to free PUs, same \
+NUMA node first, then the nearest, least hop-bytes lost first; capacity 1 thread per PU, or \
+ceil(threads/PUs) when threads outnumber PUs), its row reads `scotch (repaired: N moved)`, \
+its mapping time includes the repair, and the summary counts it under `scotch`. \
 Regenerate with `tests/eval/run`.\n",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::ARCH,
@@ -143,5 +151,8 @@ Regenerate with `tests/eval/run`.\n",
     }
     mapper::plan::write_atomic(&a.out, md.as_bytes())?;
     print!("{}", eval::summary_markdown(&rows));
+    if let Some(note) = eval::repair_note(&rows) {
+        print!("\n{note}");
+    }
     Ok(())
 }
