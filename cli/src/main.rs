@@ -45,6 +45,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Run a command (or follow a process) under the sampling profiler, write a profile dir.
     Profile(cmd::profile::Args),
+    /// Map the ranks of a multi-node job onto machines (and switches), then onto cores.
+    Ranks(cmd::ranks::Args),
     /// Check this node before enabling the Slurm plugin (Slurm release, plugstack.conf,
     /// scratch, sampling as the job user, topology, companion files).
     Doctor(cmd::doctor::Args),
@@ -88,6 +90,7 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Eval(a) => cmd::eval::run(a),
         Command::Profile(a) => cmd::profile::run(a).map(|code| std::process::exit(code)),
+        Command::Ranks(a) => cmd::ranks::run(a),
         Command::Doctor(a) => cmd::doctor::run(a).map(|code| std::process::exit(code)),
         Command::Man(a) => cmd::man::run(a, Cli::command()),
     };

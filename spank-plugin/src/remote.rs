@@ -397,8 +397,8 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
                 return 0;
             }
             set_all(contract::wrap_env(
-            words,
-            std::process::id(),
+                words,
+                std::process::id(),
                 &preload,
                 existing.as_deref(),
             ))

@@ -5,6 +5,7 @@ pub mod man;
 pub mod map;
 pub mod profile;
 pub mod profile_import;
+pub mod ranks;
 pub mod report;
 pub mod run;
 pub mod topology;
