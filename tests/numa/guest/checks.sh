@@ -1,0 +1,351 @@
+# Checks run inside the multi-NUMA guest (busybox sh), started by /init. See tests/numa/README.md.
+# Parameters come on the kernel command line from tests/numa/run:
+#   cmlb.shape=NAME  cmlb.expect=NODE:CPUS,...  cmlb.dist=ROW;ROW (values by ',')  cmlb.parts=a,b,...
+# Output lines the host reads (everything else is log):
+#   NUMA-RESULT PASS|FAIL|SKIP NAME DETAIL    one per check
+#   NUMA-MEASURE NAME KEY=VALUE...            measured figures for the report
+#   NUMA-TIME PART SECONDS                    guest time of each part
+#   NUMA-CHECKS-END                           the script ran to its end
+
+W=/opt/cmlb/wl
+arg() { sed -n "s/.* cmlb\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+SHAPE=$(arg shape)
+EXPECT=$(arg expect)
+DIST=$(arg dist)
+PARTS=$(arg parts)
+NCPU=$(grep -c '^processor' /proc/cpuinfo)
+CPUS=$(awk -v n="$NCPU" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? " " : "", i }')
+export XDG_CACHE_HOME=/tmp/cache
+
+pass() { echo "NUMA-RESULT PASS $1 $2"; }
+fail() { echo "NUMA-RESULT FAIL $1 $2"; }
+skip() { echo "NUMA-RESULT SKIP $1 $2"; }
+measure() { echo "NUMA-MEASURE $*"; }
+log() { sed "s/^/NUMA-LOG $1| /"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+want() { case ",$PARTS," in *",$1,"*|*,all,*) return 0 ;; esac; return 1; }
+
+# "cpu:node ..." for every CPU, from sysfs.
+CPUNODE=""
+for c in $CPUS; do
+    n=$(ls -d /sys/devices/system/cpu/cpu$c/node* | sed 's/.*node//')
+    CPUNODE="$CPUNODE $c:$n"
+done
+CPUNODE=${CPUNODE# }
+NNODES=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)
+echo "NUMA-LOG shape=$SHAPE cpus=$NCPU nodes=$NNODES cpu:node=$CPUNODE kernel=$(uname -r)"
+
+# ---------------------------------------------------------------------------------------------
+# 1. cmlb topology --topology live: nodes, their CPUs, the distance matrix
+check_topology() {
+    if ! cmlb topology --topology live >/tmp/topo.txt 2>/tmp/topo.err; then
+        fail topology "cmlb topology --topology live failed: $(head -c 300 /tmp/topo.err)"
+        return
+    fi
+    log topology </tmp/topo.txt
+    numactl -H | log numactl
+    lstopo-no-graphics --no-io | log lstopo
+    why=""
+    nexp=$(echo "$EXPECT" | tr ',' '\n' | grep -c .)
+    nseen=$(grep -c '^ *numa P#' /tmp/topo.txt)
+    [ "$nseen" = "$nexp" ] || why="$why cmlb sees $nseen NUMA nodes, expected $nexp;"
+    [ "$NNODES" = "$nexp" ] || why="$why the kernel has $NNODES nodes, expected $nexp;"
+    for e in $(echo "$EXPECT" | tr ',' ' '); do
+        n=${e%%:*}
+        cpus=${e#*:}
+        seen=$(sed -n "s/^ *numa P#$n: capacity [0-9]* PUs* (\(.*\))\$/\1/p" /tmp/topo.txt)
+        kern=$(cat /sys/devices/system/node/node$n/cpulist)
+        [ "$seen" = "$cpus" ] && [ "$kern" = "$cpus" ] ||
+            why="$why node $n: cmlb '$seen', kernel '$kern', expected '$cpus';"
+    done
+    # cmlb's matrix (rows after the header line), the kernel's, the one qemu was given.
+    cm=$(awk '/^NUMA distances/ { f = 1; getline; next } f && /^ *P#/ { $1 = ""; sub(/^ /, ""); gsub(/ +/, ","); printf "%s;", $0 }' /tmp/topo.txt)
+    km=""
+    for d in $(ls -d /sys/devices/system/node/node[0-9]*); do
+        km="$km$(tr -s ' ' ',' <"$d/distance" | sed 's/,$//');"
+    done
+    [ "$cm" = "$km" ] || why="$why distances: cmlb '$cm', kernel '$km';"
+    [ "$km" = "$DIST;" ] || why="$why distances: kernel '$km', qemu was given '$DIST';"
+    measure topology "nodes=$nseen cpus=$(grep '^ *numa P#' /tmp/topo.txt | sed 's/.*(\(.*\))/\1/' | tr '\n' '/' | sed 's,/$,,') distances=$cm"
+    if [ -z "$why" ]; then
+        pass topology "cmlb topology --topology live: $nseen nodes, CPUs $EXPECT, distances $cm (= kernel's = qemu's)"
+    else
+        fail topology "$why"
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2. cmlb run on ftcheck: each thread on its planned PU, its first-touched pages on the planned node
+# eval_ft PLAN OUTFILE -> "pinned=K/N cpu_wrong=... mp=FRAC nm=FRAC sh=FRAC"
+eval_ft() {
+    awk -v plan="$1" -v cpunode="$CPUNODE" '
+    function nodecount(s, want,   a, k, i, b) { k = split(s, a, ","); for (i = 1; i <= k; i++) { split(a[i], b, ":"); if (b[1] == want) return b[2] } return 0 }
+    BEGIN { n = split(plan, a, " "); for (i = 1; i <= n; i++) { split(a[i], b, ":"); pu[b[1]] = b[2] }
+            m = split(cpunode, c, " "); for (i = 1; i <= m; i++) { split(c[i], d, ":"); node[d[1]] = d[2] } }
+    /^ftcheck thread=/ {
+        delete f; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+        t = f["thread"]; threads++
+        if (!(t in pu)) { wrong = wrong " t" t ":noplan"; next }
+        want = node[pu[t]]
+        if (f["cpus"] == pu[t] && f["cpu"] == pu[t]) pinned++; else wrong = wrong " t" t ":" f["cpus"] "/" f["cpu"] "!=" pu[t]
+        pt += f["priv_pages"]; pon += nodecount(f["priv_nodes"], want)
+        st += f["shared_pages"]; son += nodecount(f["shared_nodes"], want)
+    }
+    /^ftcheck numa_maps thread=/ {
+        split($3, tt, "="); t = tt[2]; want = node[pu[t]]
+        for (i = 4; i <= NF; i++) if ($i ~ /^N[0-9]+=/) { split(substr($i, 2), kv, "="); nt += kv[2]; if (kv[1] == want) non += kv[2] }
+    }
+    END { printf "pinned=%d/%d mp_priv=%.4f mp_shared=%.4f numa_maps=%.4f%s\n", pinned, threads,
+            pt ? pon / pt : 0, st ? son / st : 0, nt ? non / nt : 0, wrong ? " wrong=" wrong : "" }' "$2"
+}
+
+# The plan `cmlb run` itself makes: thread:PU pairs from its --dry-run line.
+run_plan() { # run_plan PROFILE STRATEGY CMD...
+    p=$1
+    s=$2
+    shift 2
+    cmlb run --dry-run --profile "$p" --strategy "$s" -- "$@" 2>&1 >/dev/null | sed -n 's/^cmlb: plan thread:PU //p'
+}
+
+plan_nodes() { # plan_nodes "t:pu ..." -> node of each thread in order
+    awk -v plan="$1" -v cpunode="$CPUNODE" 'BEGIN { m = split(cpunode, c, " "); for (i = 1; i <= m; i++) { split(c[i], d, ":"); node[d[1]] = d[2] }
+        n = split(plan, a, " "); for (i = 1; i <= n; i++) { split(a[i], b, ":"); printf "%s%s", (i > 1 ? "," : ""), node[b[2]] } }'
+}
+
+check_placement() {
+    nt=$((2 * NCPU))
+    ft="$W/ftcheck $nt 1024 256 0.5"
+    # The default strategy through cmlb run's own profiling pre-run (backend auto).
+    t0=$(now)
+    if ! cmlb run --save-profile /tmp/prof-ft --time 20 -- $ft >/tmp/ft-default.out 2>/tmp/ft-default.err; then
+        fail placement-default "cmlb run (pre-run + run) failed: $(tail -c 300 /tmp/ft-default.err)"
+        return
+    fi
+    log ft-default </tmp/ft-default.err
+    measure placement-prerun "seconds=$(since "$t0") backend=$(sed -n 's/^backend: *//p' /tmp/prof-ft/profile.yaml)"
+    for s in cmlb-refine compact scatter; do
+        if [ "$s" != cmlb-refine ]; then
+            cmlb run --profile /tmp/prof-ft --strategy "$s" -- $ft >/tmp/ft-$s.out 2>/tmp/ft-$s.err ||
+                { fail placement-$s "cmlb run --strategy $s failed: $(tail -c 300 /tmp/ft-$s.err)"; continue; }
+        else
+            cp /tmp/ft-default.out /tmp/ft-$s.out
+        fi
+        plan=$(run_plan /tmp/prof-ft "$s" $ft)
+        eval "plan_$(echo $s | tr - _)=\"\$plan\""
+        [ -n "$plan" ] || { fail placement-$s "no plan from cmlb run --dry-run --strategy $s"; continue; }
+        log ft-$s </tmp/ft-$s.out
+        r=$(eval_ft "$plan" /tmp/ft-$s.out)
+        measure placement-$s "plan=$(echo "$plan" | tr ' ' ',') nodes=$(plan_nodes "$plan") $r"
+        set -- $(echo "$r" | tr '=/' '  ')
+        # pinned K N mp_priv F mp_shared F numa_maps F
+        if [ "$2" = "$3" ] && [ "$3" = "$nt" ] &&
+            awk -v a="$5" -v b="$7" -v c="$9" 'BEGIN { exit !(a >= 0.95 && b >= 0.95 && c >= 0.95) }'; then
+            pass placement-$s "$nt threads on their planned PUs, first-touched pages on the planned node: $r"
+        else
+            fail placement-$s "$r (bar: every thread on its PU, fractions >= 0.95)"
+        fi
+    done
+    # Can the measurement tell the plans apart? compact's pages judged against scatter's plan.
+    if [ -n "$plan_compact" ] && [ -n "$plan_scatter" ]; then
+        nc=$(plan_nodes "$plan_compact")
+        ns=$(plan_nodes "$plan_scatter")
+        cross=$(eval_ft "$plan_scatter" /tmp/ft-compact.out | sed 's/.*mp_priv=\([0-9.]*\).*/\1/')
+        measure placement-apart "compact_nodes=$nc scatter_nodes=$ns compact_pages_on_scatter_nodes=$cross"
+        if [ "$nc" != "$ns" ] && awk -v x="$cross" 'BEGIN { exit !(x <= 0.75) }'; then
+            pass placement-apart "compact ($nc) and scatter ($ns) differ and compact's pages match scatter's plan only $cross"
+        else
+            fail placement-apart "compact nodes $nc, scatter nodes $ns, compact's pages on scatter's nodes $cross (bar: plans differ, <= 0.75)"
+        fi
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 3. numa-faults: the matrix of known-pattern workloads with threads across nodes
+# score PATTERN COMM.CSV -> "hits=K/N true_mass=F"
+score() {
+    awk -F, -v pat="$1" '
+    function partner(i, j, n) { if (i == j) return 0
+        if (pat == "pairs") return (i == j + 1 && j % 2 == 0) || (j == i + 1 && i % 2 == 0)
+        if (pat == "ring") return (j == (i + 1) % n) || (i == (j + 1) % n)
+        return 0 }
+    { for (j = 1; j <= NF; j++) a[NR - 1, j - 1] = $j; n = NR }
+    END { hits = 0; tot = 0; tru = 0
+        for (i = 0; i < n; i++) { best = -1; bv = 0
+            for (j = 0; j < n; j++) if (j != i && a[i, j] > bv) { bv = a[i, j]; best = j }
+            if (best >= 0 && partner(i, best, n)) hits++
+            for (j = i + 1; j < n; j++) { tot += a[i, j]; if (partner(i, j, n)) tru += a[i, j] } }
+        printf "hits=%d/%d true_mass=%.3f offdiag=%d\n", hits, n, tot ? tru / tot : 0, tot }' "$2"
+}
+
+vmstat() { awk -v k="$1" '$1 == k { print $2 }' /proc/vmstat; }
+
+check_numa_faults() {
+    nt=$NCPU
+    secs=${NF_SECONDS:-4}
+    for wl in pairs ring; do
+        # Any profile with nt threads serves scatter (it ignores the matrix): a short faults run.
+        cmlb profile --backend faults --out /tmp/nf-$wl-seed -- $W/$wl $nt 0.3 >/dev/null 2>&1
+        for b in numa-faults watch auto; do
+            h0=$(vmstat numa_hint_faults)
+            m0=$(vmstat numa_pages_migrated)
+            t0=$(now)
+            cmlb profile --backend $b --out /tmp/nf-$wl-$b -- \
+                cmlb run --profile /tmp/nf-$wl-seed --strategy scatter -- $W/$wl $nt "$secs" \
+                >/tmp/nf-$wl-$b.out 2>/tmp/nf-$wl-$b.err
+            rc=$?
+            el=$(since "$t0")
+            h1=$(vmstat numa_hint_faults)
+            m1=$(vmstat numa_pages_migrated)
+            log nf-$wl-$b </tmp/nf-$wl-$b.err
+            if [ $rc -ne 0 ] || [ ! -s /tmp/nf-$wl-$b/comm.csv ]; then
+                fail nf-$wl-$b "cmlb profile --backend $b failed ($rc): $(tail -c 300 /tmp/nf-$wl-$b.err)"
+                continue
+            fi
+            ran=$(sed -n 's/^backend: *//p' /tmp/nf-$wl-$b/profile.yaml)
+            sc=$(score $wl /tmp/nf-$wl-$b/comm.csv)
+            samples=$(sed -n 's/^samples: *//p' /tmp/nf-$wl-$b/profile.yaml)
+            cpus=$(sed -n 's/^cmlb-wl thread=\([0-9]*\) .* cpus=\([^ ]*\) .*/\1:\2/p' /tmp/nf-$wl-$b.out | tr '\n' ' ')
+            measure nf-$wl-$b "backend=$ran $sc samples=$samples hint_faults=$((h1 - h0)) migrated=$((m1 - m0)) seconds=$el cpus=$(echo $cpus | tr ' ' ',') matrix=$(tr '\n' ';' </tmp/nf-$wl-$b/comm.csv)"
+            eval "score_${wl}_$(echo $b | tr - _)=\"\$sc\""
+            eval "ran_${wl}_$(echo $b | tr - _)=\"\$ran\""
+            if [ "$b" = numa-faults ]; then
+                hits=$(echo "$sc" | sed 's/hits=\([0-9]*\)\/.*/\1/')
+                hf=$((h1 - h0))
+                # bar: every thread's strongest partner a true one (7 of 8 allowed, as in
+                # profiler/tests/bars.rs), and hinting faults did happen.
+                if [ "$hf" -gt 0 ] && [ "$hits" -ge $((nt - nt / 8)) ]; then
+                    pass nf-$wl "numa-faults on $wl ($nt threads, scatter-pinned): $sc, $hf hinting faults"
+                else
+                    fail nf-$wl "numa-faults on $wl ($nt threads, scatter-pinned): $sc, $hf hinting faults (bar: hits >= $((nt - nt / 8))/$nt, faults > 0)"
+                fi
+            fi
+        done
+    done
+    # auto: picks numa-faults here, and numa-faults is the better source (no worse than watch).
+    for wl in pairs ring; do
+        eval "a=\$ran_${wl}_auto; n=\$score_${wl}_numa_faults; w=\$score_${wl}_watch"
+        hn=$(echo "$n" | sed 's/hits=\([0-9]*\)\/.*/\1/')
+        hw=$(echo "$w" | sed 's/hits=\([0-9]*\)\/.*/\1/')
+        mn=$(echo "$n" | sed 's/.*true_mass=\([0-9.]*\).*/\1/')
+        mw=$(echo "$w" | sed 's/.*true_mass=\([0-9.]*\).*/\1/')
+        if [ "$a" = numa-faults ] && [ -n "$hn" ] && [ "${hw:-0}" -le "$hn" ] &&
+            awk -v n="$mn" -v w="${mw:-0}" 'BEGIN { exit !(n + 0.05 >= w) }'; then
+            pass auto-$wl "auto ran $a; numa-faults $n vs watch $w"
+        else
+            fail auto-$wl "auto ran '$a'; numa-faults [$n] vs watch [$w] (bar: auto = numa-faults and numa-faults no worse than watch)"
+        fi
+    done
+}
+
+# Overhead of the numa-faults backend: fixed work, plain vs profiled, interleaved, median.
+check_overhead() {
+    nt=$NCPU
+    reps=3
+    plain=""
+    prof=""
+    for r in $(seq $reps); do
+        t0=$(now)
+        WL_PASSES=${OH_PASSES:-40} $W/pairs $nt >/dev/null
+        plain="$plain $(since "$t0")"
+        t0=$(now)
+        WL_PASSES=${OH_PASSES:-40} cmlb profile --backend numa-faults --out /tmp/oh -- $W/pairs $nt >/dev/null 2>&1
+        prof="$prof $(since "$t0")"
+    done
+    med() { echo $* | tr ' ' '\n' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+    mp=$(med $plain)
+    mf=$(med $prof)
+    ratio=$(awk -v a="$mp" -v b="$mf" 'BEGIN { printf "%.3f", (a > 0 ? b / a : 0) }')
+    measure overhead-numa-faults "plain_s=$(echo $plain | tr ' ' ',') profiled_s=$(echo $prof | tr ' ' ',') ratio=$ratio"
+    if awk -v r="$ratio" 'BEGIN { exit !(r > 0 && r <= 1.5) }'; then
+        pass overhead-numa-faults "median wall time x$ratio (plain $mp s, profiled $mf s; bar <= 1.5)"
+    else
+        fail overhead-numa-faults "median wall time x$ratio (plain $mp s, profiled $mf s; bar <= 1.5)"
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# 4. Memory per node after apply, from the kernel's per-node counters
+node_pages() { # pages allocated on each node so far: numa_hit + numa_miss, "n:pages ..."
+    for d in $(ls -d /sys/devices/system/node/node[0-9]*); do
+        awk -v n="${d##*node}" '$1 == "numa_hit" || $1 == "numa_miss" { s += $2 } END { printf "%s:%d ", n, s }' "$d/numastat"
+    done
+}
+
+check_balance() {
+    nt=$((2 * NCPU))
+    export WL_KIB=4096
+    sk="$W/skewed $nt 1.5"
+    if ! cmlb run --save-profile /tmp/prof-sk --time 20 -- $sk >/dev/null 2>/tmp/sk-prerun.err; then
+        fail balance "profiling pre-run of skewed failed: $(tail -c 300 /tmp/sk-prerun.err)"
+        unset WL_KIB
+        return
+    fi
+    log sk-prerun </tmp/sk-prerun.err
+    measure balance-profile "load=$(tr '\n' ',' </tmp/prof-sk/load.csv)"
+    for s in cmlb-refine cmlb compact scatter; do
+        cmlb map --profile /tmp/prof-sk --topology live --cpuset self --strategy $s --format json >/tmp/sk-$s.json 2>/tmp/sk-$s.map.err ||
+            { fail balance-$s "cmlb map failed: $(tail -c 300 /tmp/sk-$s.map.err)"; continue; }
+        b=$(node_pages)
+        cmlb run --profile /tmp/prof-sk --strategy $s -- $sk >/tmp/sk-$s.out 2>/tmp/sk-$s.err ||
+            { fail balance-$s "cmlb run failed: $(tail -c 300 /tmp/sk-$s.err)"; continue; }
+        a=$(node_pages)
+        log sk-$s </tmp/sk-$s.err
+        # promised per-node load (plan assignment + the profile's load vector) vs measured pages
+        r=$(tr -d ' \n' </tmp/sk-$s.json | grep -o '"thread":[0-9]*,"pu":[0-9]*,"core":[0-9]*,"numa":[0-9]*' |
+            sed 's/"thread":\([0-9]*\),"pu":\([0-9]*\),"core":[0-9]*,"numa":\([0-9]*\)/\1 \2 \3/' |
+            awk -v before="$b" -v after="$a" -v loadf=/tmp/prof-sk/load.csv -v out=/tmp/sk-$s.out -f /opt/cmlb/tests/balance.awk)
+        measure balance-$s "$r"
+        case "$r" in promised=*) ;; *)
+            fail balance-$s "no figures from the plan and numastat (plan $(head -c 200 /tmp/sk-$s.json))"
+            continue ;;
+        esac
+        eval "bal_$(echo $s | tr - _)=\"\$r\""
+        dev=$(echo "$r" | sed 's/.*max_dev=\([0-9.]*\).*/\1/')
+        case "$r" in *wrong_pu=*)
+            fail balance-$s "threads not on the planned PUs: $r"
+            continue ;;
+        esac
+        if awk -v d="$dev" 'BEGIN { exit !(d <= 0.05) }'; then
+            pass balance-$s "per-node memory (kernel numastat) matches the plan's promised load shares: $r"
+        else
+            fail balance-$s "per-node memory differs from the plan's promised shares by $dev (bar 0.05): $r"
+        fi
+    done
+    sr=$(echo "$bal_cmlb_refine" | sed 's/.*std_measured=\([0-9.]*\).*/\1/')
+    ss=$(echo "$bal_scatter" | sed 's/.*std_measured=\([0-9.]*\).*/\1/')
+    if [ -n "$sr" ] && [ -n "$ss" ] && awk -v r="$sr" -v s="$ss" 'BEGIN { exit !(r <= s) }'; then
+        pass balance-vs-scatter "measured std of node shares: cmlb-refine $sr <= scatter $ss"
+    else
+        fail balance-vs-scatter "measured std of node shares: cmlb-refine '$sr', scatter '$ss' (bar: cmlb-refine <= scatter)"
+    fi
+    unset WL_KIB
+}
+
+# ---------------------------------------------------------------------------------------------
+probe_auto() {
+    cmlb profile --probe >/tmp/probe.txt 2>&1
+    log probe </tmp/probe.txt
+    auto=$(sed -n 's/^auto backend: *//p' /tmp/probe.txt)
+    measure probe "auto=$auto numa_balancing=$(cat /proc/sys/kernel/numa_balancing) pmus=$(ls /sys/bus/event_source/devices | tr '\n' ',')"
+    if [ "$auto" = numa-faults ]; then
+        pass probe-auto "cmlb profile --probe: auto backend numa-faults (balancing on, $NNODES nodes)"
+    else
+        fail probe-auto "cmlb profile --probe: auto backend '$auto', expected numa-faults (balancing $(cat /proc/sys/kernel/numa_balancing), $NNODES nodes)"
+    fi
+}
+
+for part in topology probe placement numa_faults overhead balance; do
+    want $part || continue
+    T_PART=$(now)
+    case $part in
+    topology) check_topology ;;
+    probe) probe_auto ;;
+    placement) check_placement ;;
+    numa_faults) check_numa_faults ;;
+    overhead) check_overhead ;;
+    balance) check_balance ;;
+    esac
+    echo "NUMA-TIME $part $(since "$T_PART")"
+done
+echo "NUMA-CHECKS-END"
