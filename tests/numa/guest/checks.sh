@@ -412,7 +412,47 @@ probe_auto() {
     fi
 }
 
-for part in topology probe placement numa_faults overhead balance; do
+# ---------------------------------------------------------------------------------------------
+# 5. Slurm on a two-socket, two-NUMA-node machine: the host's Slurm 22.05 and cmlb build, from
+#    the host's root file system over 9p (read-only; tmpfs on /tmp and /run), chrooted into.
+check_slurm() {
+    repo=$(arg repo)
+    wl=$(arg wl)
+    for m in netfs 9pnet 9pnet_virtio 9p; do
+        insmod /lib/cmlb-modules/$m.ko 2>/tmp/insmod.err ||
+            { fail slurm-setup "insmod $m: $(cat /tmp/insmod.err)"; return; }
+    done
+    mkdir -p /host
+    if ! mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=524288 hostroot /host 2>/tmp/9p.err; then
+        fail slurm-setup "mounting the host's root over 9p: $(cat /tmp/9p.err)"
+        return
+    fi
+    mount -t proc proc /host/proc
+    mount -t sysfs sysfs /host/sys
+    # slurmd 22.05 refuses to start without a cgroup file system, even with proctrack/linuxproc
+    mount -t cgroup2 cgroup2 /host/sys/fs/cgroup 2>/dev/null
+    # ...and, without systemd (IgnoreSystemd=yes in slurm.sh's cgroup.conf), wants the slice
+    # systemd would have made, with the controllers delegated
+    echo "+cpuset +cpu +memory +pids" >/host/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+    mkdir -p /host/sys/fs/cgroup/system.slice
+    echo "+cpuset +cpu +memory +pids" >/host/sys/fs/cgroup/system.slice/cgroup.subtree_control 2>/dev/null
+    mount -t devtmpfs devtmpfs /host/dev
+    mount -t tmpfs tmpfs /host/tmp
+    mount -t tmpfs tmpfs /host/run
+    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+    # Slurm resolves with AI_ADDRCONFIG, which glibc answers only when an IPv4 address other
+    # than 127.0.0.1 exists: a second loopback address (the guest has no network).
+    ip addr add 127.0.0.2/8 dev lo 2>/dev/null
+    hostname localhost
+    if [ ! -x "/host$repo/tests/numa/guest/slurm.sh" ]; then
+        fail slurm-setup "no $repo/tests/numa/guest/slurm.sh in the host's root"
+    else
+        NUMA_E2E=$(arg e2e) chroot /host /bin/bash "$repo/tests/numa/guest/slurm.sh" "$repo" "$wl" "$CPUNODE" 2>&1
+    fi
+    umount /host/run /host/tmp /host/dev /host/sys/fs/cgroup /host/sys /host/proc /host 2>/dev/null
+}
+
+for part in topology probe placement numa_faults overhead balance slurm; do
     want $part || continue
     T_PART=$(now)
     case $part in
@@ -422,6 +462,7 @@ for part in topology probe placement numa_faults overhead balance; do
     numa_faults) check_numa_faults ;;
     overhead) check_overhead ;;
     balance) check_balance ;;
+    slurm) check_slurm ;;
     esac
     echo "NUMA-TIME $part $(since "$T_PART")"
 done
