@@ -14,7 +14,8 @@ fail() { echo "NUMA-RESULT FAIL $1 $2"; }
 measure() { echo "NUMA-MEASURE $*"; }
 log() { sed "s/^/NUMA-LOG $1| /"; }
 export CMLB_CLUSTER_DIR=/tmp/cmlb-numa-cluster
-export CMLB_SPANK_SO=$repo/target/release/libcmlb_spank.so
+build=$(sed -n 's/.* cmlb\.build=\([^ ]*\).*/\1/p' /proc/cmdline)
+export CMLB_SPANK_SO=$repo/target/${build:-release}/libcmlb_spank.so
 export HOME=/tmp XDG_CACHE_HOME=/tmp/cache
 node_of() { echo " $cpunode " | sed -n "s/.* $1:\([0-9]*\) .*/\1/p"; }
 
