@@ -225,6 +225,10 @@ check_numa_faults() {
                 awk -v n=$nt -v win=1500000000 -f /opt/cmlb/tests/pagecomm.awk /tmp/nf-$wl-$b/samples.csv >/tmp/nf-$wl-pages.csv
                 measure nf-$wl-pages "$(score $wl /tmp/nf-$wl-pages.csv) matrix=$(tr '\n' ';' </tmp/nf-$wl-pages.csv) (same samples, 4 KiB pages, 1.5 s window: not cmlb's analysis)"
             fi
+            case " $cpus " in *[,-]*|"  ")
+                fail nf-$wl-$b "threads not pinned one per CPU by the scatter plan: '$cpus'"
+                continue ;;
+            esac
             if [ "$b" = numa-faults ]; then
                 hits=$(echo "$sc" | sed 's/hits=\([0-9]*\)\/.*/\1/')
                 hf=$((h1 - h0))
@@ -273,7 +277,8 @@ check_overhead() {
         plain="$plain $(since "$t0")"
         t0=$(now)
         WL_PASSES=$passes cmlb profile --backend numa-faults --out /tmp/oh -- \
-            cmlb run --profile $seed --strategy compact -- $W/pairs $nt >/dev/null 2>/tmp/oh.err
+            cmlb run --profile $seed --strategy compact -- $W/pairs $nt >/dev/null 2>/tmp/oh.err ||
+            { fail overhead-numa-faults "cmlb profile failed: $(tail -c 300 /tmp/oh.err)"; return; }
         prof="$prof $(since "$t0")"
     done
     log overhead </tmp/oh.err
@@ -459,6 +464,9 @@ check_slurm() {
     # than 127.0.0.1 exists: a second loopback address (the guest has no network).
     ip addr add 127.0.0.2/8 dev lo 2>/dev/null
     hostname localhost
+    # Debian's kernel defaults to perf_event_paranoid 3 (no perf_event_open for unprivileged
+    # users at all); the development VMs run with 2, where the e2e suite profiles as nobody.
+    echo 2 >/proc/sys/kernel/perf_event_paranoid
     if [ ! -x "/host$repo/tests/numa/guest/slurm.sh" ]; then
         fail slurm-setup "no $repo/tests/numa/guest/slurm.sh in the host's root"
     else
