@@ -65,5 +65,8 @@ fn bad_inputs_name_the_file_line_or_option() {
         &["ranks", "--comm", p, "--nodes", "2x2"],
         &["10 ranks but --nodes gives 4 slots"],
     );
-    fails(&["ranks", "--comm", p, "--nodes", "node1"], &["has no :SLOTS"]);
+    fails(
+        &["ranks", "--comm", p, "--nodes", "node1"],
+        &["has no :SLOTS"],
+    );
 }
