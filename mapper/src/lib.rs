@@ -11,6 +11,7 @@
 pub mod binding;
 pub mod compare;
 pub mod error;
+pub mod guard;
 pub mod matrix;
 pub mod metrics;
 pub mod mram;

@@ -105,10 +105,12 @@ fn profile() -> Profile {
                 },
             ],
             params: Default::default(),
+            evidence: None,
         },
         comm,
         load,
         timeline,
+        halves: None,
     }
 }
 
