@@ -626,3 +626,59 @@ fn a_vanished_stderr_reader_neither_stops_the_command_nor_loses_the_profile() {
         .unwrap();
     assert_eq!(st.code(), Some(3), "{st:?}");
 }
+
+/// `--accumulate`: a second profiled run of the same command merges into the profile (the
+/// evidence counts its runs and the matrix's halves still add up to it); another command's
+/// run replaces it with a warning; `--max-runs 1` keeps only the newest run.
+#[test]
+fn accumulate_merges_runs_of_the_same_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("prof");
+    let o = out.to_str().unwrap();
+    let pairs = wl("pairs");
+    let run = |cmd: &[&str], extra: &[&str]| {
+        let mut args = vec!["profile", "--backend", "watch", "--out", o, "--accumulate"];
+        args.extend_from_slice(extra);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        let r = cmlb(&args, &[]);
+        assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+        text(&r.stderr)
+    };
+    let runs = || {
+        let y = yaml(&out);
+        y["evidence"]["runs"].as_u64().unwrap()
+    };
+    let err = run(&[&pairs, "4", "0.5"], &[]);
+    assert!(err.contains("cmlb: evidence: 1 run, "), "{err}");
+    assert_eq!(runs(), 1);
+    let first = mapper::profile::Profile::read_dir(&out).unwrap();
+    let err = run(&[&pairs, "4", "0.5"], &[]);
+    assert!(err.contains("merged into the profile in"), "{err}");
+    assert!(err.contains("cmlb: evidence: 2 runs, "), "{err}");
+    assert_eq!(runs(), 2);
+    let merged = mapper::profile::Profile::read_dir(&out).unwrap();
+    assert!(merged.meta.samples > first.meta.samples);
+    let (a, b) = merged.halves.as_ref().expect("halves");
+    for i in 0..4 {
+        for j in 0..4 {
+            assert!((a.get(i, j) + b.get(i, j) - merged.comm.get(i, j)).abs() < 1e-6);
+        }
+    }
+    // Another command (other arguments): replaced, and said so.
+    let err = run(&[&pairs, "2", "0.3"], &[]);
+    assert!(
+        err.contains("not accumulating") && err.contains("another command"),
+        "{err}"
+    );
+    assert_eq!(runs(), 1);
+    run(&[&pairs, "2", "0.3"], &[]);
+    assert_eq!(runs(), 2);
+    run(&[&pairs, "2", "0.3"], &["--max-runs", "1"]);
+    assert_eq!(runs(), 1);
+    let r = cmlb(
+        &["profile", "--accumulate", "--max-runs", "0", "--", &pairs],
+        &[],
+    );
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r.stderr));
+}

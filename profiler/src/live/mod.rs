@@ -421,6 +421,9 @@ impl Collected {
                         StreamKind::Watch(_) => {
                             hits += 1;
                             if watched.is_none_or(|w| w == pid) {
+                                if let Some(sc) = sched.as_deref_mut() {
+                                    sc.note_hit(tid, addr);
+                                }
                                 self.watch.push(s);
                             } else {
                                 self.foreign_hits += 1;
@@ -751,7 +754,24 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         knobs.push(("watch_interval_ms".into(), fmt_ms(w.interval)));
         knobs.push(("watch_hold".into(), w.hold.to_string()));
         knobs.push(("watch_max_hits".into(), w.max_hits.to_string()));
+        knobs.push(("watch_max_window_ms".into(), fmt_ms(w.max_window)));
         knobs.push(("watch_duty_cycle".into(), format!("{:.3}", w.duty_cycle())));
+        knobs.push((
+            "watch_max_duty_cycle".into(),
+            format!("{:.3}", w.max_duty_cycle()),
+        ));
+        if let Some(sc) = sched.as_ref() {
+            knobs.push((
+                "watch_armed_fraction".into(),
+                format!(
+                    "{:.3}",
+                    sc.armed_time.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)
+                ),
+            ));
+            knobs.push(("watch_words".into(), sc.words.to_string()));
+            knobs.push(("watch_shared_words".into(), sc.shared_words.to_string()));
+            knobs.push(("watch_hits".into(), data.watch.len().to_string()));
+        }
         knobs.push((
             "watch_windows".into(),
             sched.as_ref().map_or(0, |s| s.windows).to_string(),
