@@ -44,8 +44,9 @@ fn pus(plan: &Plan, topo: &Topology) -> Vec<usize> {
     v
 }
 
-/// (chosen, compact, random mean over 10 seeds) RemoteComm on the truth, and the guard's line.
-fn score(p: &Profile, t: &CommMatrix, topo: &Topology) -> (f64, f64, f64, String) {
+/// (chosen, unguarded, compact, random mean over 10 seeds) RemoteComm on the truth, and the
+/// guard's line.
+fn score(p: &Profile, t: &CommMatrix, topo: &Topology) -> (f64, f64, f64, f64, String) {
     let plan = |name: &str, m: &CommMatrix, seed: u64| {
         compute_plan(
             name,
@@ -61,7 +62,8 @@ fn score(p: &Profile, t: &CommMatrix, topo: &Topology) -> (f64, f64, f64, String
     let c = guard::choose(p, topo, &|m| Ok(plan("cmlb-refine", m, 1))).unwrap();
     let rc = |x: &Plan| remote_comm(t, topo, &pus(x, topo));
     let random = (0..10).map(|s| rc(&plan("random", t, s))).sum::<f64>() / 10.0;
-    (rc(&c.plan), rc(&plan("compact", t, 0)), random, c.line)
+    let unguarded = rc(&plan("cmlb-refine", &p.comm, 1));
+    (rc(&c.plan), unguarded, rc(&plan("compact", t, 0)), random, c.line)
 }
 
 #[test]
@@ -70,7 +72,7 @@ fn stencil_profiles_carry_evidence_and_plans_never_lose_to_creation_order() {
     for name in ["stencil", "stencil-shuffled"] {
         let t = truth(name, 8);
         assert_eq!(t.n(), 8);
-        let p = profile(name, 8, 2.0);
+        let p = profile(name, 8, 3.0);
         assert_eq!(p.comm.n(), 8, "{name}: {:?}", p.meta.threads);
         let e = p.meta.evidence.as_ref().expect("evidence in the profile");
         assert_eq!(e.threads, 8);
@@ -81,14 +83,22 @@ fn stencil_profiles_carry_evidence_and_plans_never_lose_to_creation_order() {
                 assert!((a.get(i, j) + b.get(i, j) - p.comm.get(i, j)).abs() < 1e-9);
             }
         }
-        let (chosen, compact, random, line) = score(&p, &t, &topo);
+        let (chosen, unguarded, compact, random, line) = score(&p, &t, &topo);
         eprintln!(
-            "{name}: {} | chosen {chosen} compact {compact} random {random} | {line}",
+            "{name}: {} | chosen {chosen} unguarded {unguarded} compact {compact} random \
+             {random} | {line}",
             e.summary_line()
         );
         assert!(
             chosen <= (1.0 + TOLERANCE) * compact,
             "{name}: chosen {chosen} compact {compact}: {line}"
         );
+        if name == "stencil-shuffled" {
+            // Creation order tells nothing here (compact cuts all 7 neighbour pairs on this
+            // machine); the profile must show enough of the slabs' neighbours that the
+            // strategy's own plan beats it (3 = the optimum; 4-6 even before issue 16).
+            assert_eq!(compact, 7.0);
+            assert!(unguarded < compact, "{name}: unguarded plan {unguarded}: {line}");
+        }
     }
 }
