@@ -63,7 +63,13 @@ fn score(p: &Profile, t: &CommMatrix, topo: &Topology) -> (f64, f64, f64, f64, S
     let rc = |x: &Plan| remote_comm(t, topo, &pus(x, topo));
     let random = (0..10).map(|s| rc(&plan("random", t, s))).sum::<f64>() / 10.0;
     let unguarded = rc(&plan("cmlb-refine", &p.comm, 1));
-    (rc(&c.plan), unguarded, rc(&plan("compact", t, 0)), random, c.line)
+    (
+        rc(&c.plan),
+        unguarded,
+        rc(&plan("compact", t, 0)),
+        random,
+        c.line,
+    )
 }
 
 #[test]
@@ -98,7 +104,10 @@ fn stencil_profiles_carry_evidence_and_plans_never_lose_to_creation_order() {
             // machine); the profile must show enough of the slabs' neighbours that the
             // strategy's own plan beats it (3 = the optimum; 4-6 even before issue 16).
             assert_eq!(compact, 7.0);
-            assert!(unguarded < compact, "{name}: unguarded plan {unguarded}: {line}");
+            assert!(
+                unguarded < compact,
+                "{name}: unguarded plan {unguarded}: {line}"
+            );
         }
     }
 }

@@ -133,45 +133,6 @@ fn ms(v: f64, what: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(v / 1000.0))
 }
 
-/// Fail before running anything if the profile cannot be written where asked. Nothing is
-/// created here: the nearest existing ancestor must be a writable directory.
-pub(crate) fn check_output_dir(out: &Path) -> Result<()> {
-    // Only a new, empty or earlier profile directory may be replaced.
-    mapper::output::check_output_dir(out, "profile.yaml", &[])?;
-    let mut anc = out.parent().map(Path::to_path_buf);
-    while let Some(a) = anc.clone() {
-        if a.as_os_str().is_empty() {
-            anc = Some(PathBuf::from("."));
-            break;
-        }
-        if a.exists() {
-            break;
-        }
-        anc = a.parent().map(Path::to_path_buf);
-    }
-    let anc = anc.unwrap_or_else(|| PathBuf::from("."));
-    if !anc.is_dir() {
-        bail!(
-            "output directory for --out {} cannot be created: {} is not a directory",
-            out.display(),
-            anc.display()
-        );
-    }
-    nix::unistd::access(
-        &anc,
-        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-    )
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "output directory {} is not writable (for --out {}): {}",
-            anc.display(),
-            out.display(),
-            e.desc()
-        )
-    })?;
-    Ok(())
-}
-
 pub fn run(a: Args) -> Result<i32> {
     if a.probe {
         println!("{}", Probe::run());
@@ -288,7 +249,7 @@ fn profile_and_write(
     target: Target,
     duration: Option<Duration>,
 ) -> std::result::Result<i32, Failure> {
-    check_output_dir(&a.out).map_err(Failure::BeforeStart)?;
+    super::profile_import::check_output_dir(&a.out).map_err(Failure::BeforeStart)?;
     let mut cfg = ProfileConfig::new(target);
     cfg.backend = a.backend;
     cfg.period = a.period;
