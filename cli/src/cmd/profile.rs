@@ -191,7 +191,7 @@ fn run_unprofiled(argv: &[String], why: &anyhow::Error) -> Result<i32> {
 /// `--accumulate`: the profile merged with the one already in `out`, and a line saying what
 /// happened. `None` (write `new` as is) when there is nothing to merge with; a profile there
 /// that cannot take this run (another command, unreadable) is replaced, and the line says why.
-fn accumulate(
+pub(crate) fn accumulate(
     out: &Path,
     new: &mapper::profile::Profile,
     max_runs: u32,
