@@ -68,9 +68,9 @@ pub struct Args {
     /// watch: time between two arming windows, in ms (duty cycle = window / interval).
     #[arg(long, default_value_t = 50.0, value_name = "MS")]
     watch_interval_ms: f64,
-    /// watch: the longest a window may grow to, in ms: windows that see few hits double, up
-    /// to this (adaptive duty cycle; equal to --watch-window-ms for a fixed one). Default:
-    /// 90 % of the interval.
+    /// watch: the longest a window may grow to, in ms: windows whose words stay cold double,
+    /// up to this (adaptive duty cycle, e.g. 45 for programs that share few of their words).
+    /// Default: --watch-window-ms (a fixed duty cycle).
     #[arg(long, value_name = "MS")]
     watch_max_window_ms: Option<f64>,
     /// watch: windows the same words stay watched before new ones are picked.
@@ -263,7 +263,7 @@ fn profile_and_write(
         ms(a.watch_interval_ms, "watch-interval-ms").map_err(Failure::BeforeStart)?;
     cfg.watch.max_window = match a.watch_max_window_ms {
         Some(v) => ms(v, "watch-max-window-ms").map_err(Failure::BeforeStart)?,
-        None => cfg.watch.window.max(cfg.watch.interval.mul_f64(0.9)),
+        None => cfg.watch.window,
     };
     cfg.watch.hold = a.watch_hold;
     cfg.watch.max_hits = a.watch_max_hits;
