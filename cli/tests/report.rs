@@ -84,10 +84,12 @@ fn write_profile(dir: &Path) {
                 },
             ],
             params: Default::default(),
+            evidence: None,
         },
         comm,
         load: (0..n).map(|t| 10.0 + (t * 7 % 5) as f64 * 4.5).collect(),
         timeline,
+        halves: None,
     }
     .write_dir(dir)
     .unwrap();

@@ -35,6 +35,7 @@
 pub mod binding;
 pub mod compare;
 pub mod error;
+pub mod guard;
 pub mod matrix;
 pub mod metrics;
 pub mod mram;

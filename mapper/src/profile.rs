@@ -8,6 +8,8 @@
 //!   load.csv       n values, one per line (memory load vector V)
 //!   timeline.csv   header `t_ms,samples,smoothed,phase`, one row per timeslice
 //!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`samples`])
+//!   comm.a.csv     optional: two disjoint halves of the sharing events that add up to
+//!   comm.b.csv     comm.csv (held-out evidence for [`crate::guard`], see [`evidence`])
 //! ```
 //! Written atomically: into a temporary sibling directory, then renamed into place.
 
@@ -16,7 +18,14 @@ use crate::matrix::CommMatrix;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+pub mod accumulate;
+pub mod evidence;
 pub mod samples;
+
+pub use evidence::Evidence;
+
+/// File names of the two halves of the communication matrix.
+pub const HALF_FILES: [&str; 2] = ["comm.a.csv", "comm.b.csv"];
 
 /// Version of the profile directory format written by this build.
 pub const PROFILE_SCHEMA: u32 = 1;
@@ -73,6 +82,9 @@ pub struct ProfileMeta {
     /// Free-form analysis parameters (expiration period, line size, timeslice, ...).
     #[serde(default)]
     pub params: std::collections::BTreeMap<String, String>,
+    /// How much the profile knows ([`Evidence`]); absent in profiles of older cmlb versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
 }
 
 /// One row of `timeline.csv`.
@@ -92,6 +104,10 @@ pub struct Profile {
     pub comm: CommMatrix,
     pub load: Vec<f64>,
     pub timeline: Vec<TimelineRow>,
+    /// Two disjoint halves of the sharing events (`comm.a.csv`, `comm.b.csv`): each event of
+    /// `comm` is in exactly one, so `a + b == comm`. `None` when the files are absent (older
+    /// profiles, imports).
+    pub halves: Option<(CommMatrix, CommMatrix)>,
 }
 
 impl Profile {
@@ -140,12 +156,32 @@ impl Profile {
         } else {
             Vec::new()
         };
+        let halves = read_halves(dir, &comm)?;
         Ok(Profile {
             meta,
             comm,
             load,
             timeline,
+            halves,
         })
+    }
+
+    /// Recompute `meta.evidence` from the matrix, its halves and the thread sample counts
+    /// (`runs` merged runs).
+    pub fn update_evidence(&mut self, runs: u32) {
+        let samples: Vec<u64> = self.meta.threads.iter().map(|t| t.samples).collect();
+        self.meta.evidence = Some(Evidence::compute(
+            &self.comm,
+            self.halves.as_ref(),
+            &samples,
+            self.meta.duration_s,
+            runs,
+        ));
+    }
+
+    /// Runs merged into this profile (1 for a profile without evidence).
+    pub fn runs(&self) -> u32 {
+        self.meta.evidence.as_ref().map_or(1, |e| e.runs.max(1))
     }
 
     /// Write the profile to `dir` atomically: a temporary sibling directory is filled and then
@@ -178,6 +214,10 @@ impl Profile {
             .map_err(|e| MapError::parse(t.join("profile.yaml"), e.to_string()))?;
         write_file(&t.join("profile.yaml"), yaml.as_bytes())?;
         write_comm_csv(&t.join("comm.csv"), &self.comm, false)?;
+        if let Some((a, b)) = &self.halves {
+            write_comm_csv(&t.join(HALF_FILES[0]), a, false)?;
+            write_comm_csv(&t.join(HALF_FILES[1]), b, false)?;
+        }
         let mut load = String::new();
         for v in &self.load {
             load.push_str(&format!("{v}\n"));
@@ -201,6 +241,53 @@ impl Profile {
         }
         crate::output::replace_dir(tmp.keep(), dir)
     }
+}
+
+/// Read `comm.a.csv` and `comm.b.csv` if both exist; they must have the matrix's size and add
+/// up to it (a hand-edited `comm.csv` with stale halves would otherwise be judged on evidence
+/// it no longer has).
+fn read_halves(dir: &Path, comm: &CommMatrix) -> Result<Option<(CommMatrix, CommMatrix)>> {
+    let (pa, pb) = (dir.join(HALF_FILES[0]), dir.join(HALF_FILES[1]));
+    match (pa.exists(), pb.exists()) {
+        (false, false) => return Ok(None),
+        (true, true) => {}
+        (a, _) => {
+            let (have, missing) = if a { (&pa, &pb) } else { (&pb, &pa) };
+            return Err(MapError::input(
+                have.display().to_string(),
+                format!(
+                    "{} is missing: the two halves come together (delete both to use comm.csv alone)",
+                    missing.display()
+                ),
+            ));
+        }
+    }
+    let a = read_comm_csv(&pa, false)?;
+    let b = read_comm_csv(&pb, false)?;
+    for (p, h) in [(&pa, &a), (&pb, &b)] {
+        if h.n() != comm.n() {
+            return Err(MapError::input(
+                p.display().to_string(),
+                format!("has {} threads but comm.csv has {}", h.n(), comm.n()),
+            ));
+        }
+    }
+    let n = comm.n();
+    for i in 0..n {
+        for j in i..n {
+            let (s, c) = (a.get(i, j) + b.get(i, j), comm.get(i, j));
+            if (s - c).abs() > 1e-6 * c.abs().max(1.0) {
+                return Err(MapError::input(
+                    dir.display().to_string(),
+                    format!(
+                        "comm.a.csv + comm.b.csv = {s} at A[{i}][{j}] but comm.csv has {c}: the \
+                         halves must add up to the matrix (delete both to use comm.csv alone)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Some((a, b)))
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -52,16 +52,7 @@ impl fmt::Display for Backend {
     }
 }
 
-/// Precise memory-sampling hardware found in `/sys/bus/event_source/devices`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum HwPmu {
-    /// Intel PEBS: the core PMU (`cpu`) exports `mem-loads`/`mem-stores`.
-    IntelPebs,
-    /// AMD IBS op sampling (`ibs_op`).
-    AmdIbs,
-    /// Arm Statistical Profiling Extension (`arm_spe_*`).
-    ArmSpe(String),
-}
+pub use crate::hw::HwPmu;
 
 /// The probe report printed by `cmlb profile --probe`.
 #[derive(Debug, Clone, Serialize)]
@@ -177,7 +168,7 @@ impl Probe {
             reasons: Vec::new(),
         };
         if p.hw_pmu.is_some() {
-            p.hw_ok = Some(crate::live::try_open_hw(&p));
+            p.hw_ok = Some(crate::live::hw_setup::try_open_hw(&p.hw_pmu));
         }
         p.choose();
         p

@@ -46,6 +46,7 @@ figcaption { font-size: 0.9em; color: #555; }
 .pair { display: flex; flex-wrap: wrap; gap: 1em; }
 .pair figure { flex: 1 1 600px; }
 .note { color: #666; font-size: 0.9em; }
+tr.nodata td { color: #a33; }
 "#;
 
 /// Sets `data-images` on <html> once every image has loaded: `ok:N`, or `failed:NAMES`.
@@ -120,7 +121,17 @@ pub fn page(input: &ReportInput, view: &PlanView, figures: &[&str]) -> String {
         ),
     );
     item("plan", input.plan_source.to_string());
+    item(
+        "evidence",
+        match &meta.evidence {
+            Some(e) => e.summary_line(),
+            None => "not recorded (profile of an older cmlb)".into(),
+        },
+    );
     h.push_str("</dl>\n");
+    if let Some(e) = &meta.evidence {
+        evidence_table(&mut h, e);
+    }
 
     h.push_str("<h2>Strategies compared</h2>\n");
     compare_table(&mut h, input.compare, &input.plan.strategy);
@@ -212,6 +223,31 @@ better). Quality: EagerMap's Σ A[i][j] / distance (higher is better). Hop-bytes
         env!("CARGO_PKG_VERSION")
     );
     h
+}
+
+/// Per-thread evidence: samples and sharing events, threads without data marked. Collapsed:
+/// it is long for many threads and read only when the summary line raises a question.
+fn evidence_table(h: &mut String, e: &mapper::profile::Evidence) {
+    h.push_str(
+        "<details><summary>Evidence per thread</summary>\n<table class=\"evidence\">\n\
+<tr><th>thread</th><th>samples</th><th>sharing events</th></tr>\n",
+    );
+    for t in &e.per_thread {
+        let none = t.sharing_events == 0.0;
+        let _ = writeln!(
+            h,
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if none { " class=\"nodata\"" } else { "" },
+            t.thread,
+            t.samples,
+            if none {
+                "none".to_string()
+            } else {
+                format!("{:.0}", t.sharing_events)
+            }
+        );
+    }
+    h.push_str("</table></details>\n");
 }
 
 fn compare_table(h: &mut String, rows: &[(String, Result<Plan, String>)], chosen: &str) {

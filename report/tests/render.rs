@@ -105,17 +105,21 @@ fn profile() -> Profile {
                 },
             ],
             params: Default::default(),
+            evidence: None,
         },
         comm,
         load,
         timeline,
+        halves: None,
     }
 }
 
 #[test]
 fn writes_page_and_every_figure_in_png_and_svg() {
     let topo = topology(2, 4);
-    let prof = profile();
+    let mut prof = profile();
+    // The evidence line and the per-thread table are on the page.
+    prof.update_evidence(1);
     let input = MapInput {
         comm: &prof.comm,
         load: &prof.load,
@@ -156,6 +160,9 @@ fn writes_page_and_every_figure_in_png_and_svg() {
     }
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("worker&lt;3&gt;"), "thread names are escaped");
+    let line = prof.meta.evidence.as_ref().unwrap().summary_line();
+    assert!(html.contains(&line), "evidence line {line}");
+    assert!(html.contains("Evidence per thread"));
     assert!(
         !html.contains("http://") && !html.contains("https://"),
         "page must work offline"

@@ -20,6 +20,9 @@
 #define P_ALLTOALL 4
 #define P_NONE 5
 #define P_SKEWED 6
+#define P_STENCIL 7          /* planes owned in creation order */
+#define P_STENCIL_SHUFFLED 8 /* planes owned in a seeded shuffled order (WL_SEED) */
+#define IS_STENCIL (PATTERN == P_STENCIL || PATTERN == P_STENCIL_SHUFFLED)
 
 #ifndef PATTERN
 #error "compile with -DPATTERN=<n>"
@@ -32,6 +35,8 @@ static const char *pattern_name(void) {
     case P_CLUSTERS: return "clusters";
     case P_ALLTOALL: return "alltoall";
     case P_NONE: return "nosharing";
+    case P_STENCIL: return "stencil";
+    case P_STENCIL_SHUFFLED: return "stencil-shuffled";
     default: return "skewed";
     }
 }
@@ -132,6 +137,100 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+
+/* ---- stencil: a 3-D grid of NX x NY x (PLANES * THREADS) points split in slabs of PLANES
+ * planes along z. Slab s is owned (allocated, first-touched, computed) by thread owner[s]:
+ * s itself (stencil) or a seeded shuffle (stencil-shuffled). Every iteration each thread
+ * computes a 7-point Jacobi sweep of its slab from the current buffer into the next one,
+ * reading the boundary plane of the slabs above and below (their owners' memory: the only
+ * sharing), then all threads meet at a barrier. So owner[s] and owner[s+1] share, nobody else. */
+#define NX 64
+#define NY 64
+#define PLANE (NX * NY)
+static int planes;              /* planes per slab */
+static int owner[1024];         /* slab -> thread */
+static int slab_of[1024];       /* thread -> slab */
+static double *volatile grid[1024][2]; /* slab -> its two buffers (iteration parity) */
+
+static void shuffle_owners(unsigned long seed) {
+    for (int s = 0; s < nthreads; s++) owner[s] = s;
+    if (PATTERN == P_STENCIL_SHUFFLED) {
+        uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+        for (int s = nthreads - 1; s > 0; s--) {
+            x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+            int j = (int)((x * 0x2545f4914f6cdd1dULL) % (uint64_t)(s + 1));
+            int t = owner[s]; owner[s] = owner[j]; owner[j] = t;
+        }
+    }
+    for (int s = 0; s < nthreads; s++) slab_of[owner[s]] = s;
+}
+
+/* The true sharing matrix: 1 for the owners of adjacent slabs. */
+static int write_truth(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) { perror(path); return -1; }
+    for (int i = 0; i < nthreads; i++) {
+        for (int j = 0; j < nthreads; j++) {
+            int d = slab_of[i] - slab_of[j];
+            fprintf(f, "%s%d", j ? "," : "", d == 1 || d == -1);
+        }
+        fputc('\n', f);
+    }
+    return fclose(f);
+}
+
+static void *stencil_worker(void *arg) {
+    int w = (int)(intptr_t)arg;
+    int s = slab_of[w];
+    tids[w] = syscall(SYS_gettid);
+    size_t n = (size_t)planes * PLANE;
+    for (int b = 0; b < 2; b++) {
+        double *g = mmap(NULL, n * sizeof(double), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (g == MAP_FAILED) { perror("mmap"); exit(2); }
+        for (size_t i = 0; i < n; i++) g[i] = (double)((i + (size_t)w) % 17); /* owner's first touch */
+        grid[s][b] = g;
+    }
+    pthread_barrier_wait(&start_barrier);
+    double acc = 0;
+    long it = 0;
+    for (;;) {
+        const double *cur = grid[s][it & 1];
+        double *next = grid[s][(it + 1) & 1];
+        /* Halo planes: the neighbours' boundary planes, read in place (shared memory). */
+        const double *below = s > 0 ? grid[s - 1][it & 1] + (size_t)(planes - 1) * PLANE : NULL;
+        const double *above = s < nthreads - 1 ? grid[s + 1][it & 1] : NULL;
+        for (int z = 0; z < planes; z++) {
+            const double *c = cur + (size_t)z * PLANE;
+            const double *zm = z > 0 ? c - PLANE : below;
+            const double *zp = z < planes - 1 ? c + PLANE : above;
+            double *o = next + (size_t)z * PLANE;
+            for (int y = 0; y < NY; y++)
+                for (int x = 0; x < NX; x++) {
+                    int i = y * NX + x;
+                    double v = c[i];
+                    v += x > 0 ? c[i - 1] : 0;
+                    v += x < NX - 1 ? c[i + 1] : 0;
+                    v += y > 0 ? c[i - NX] : 0;
+                    v += y < NY - 1 ? c[i + NX] : 0;
+                    v += zm ? zm[i] : 0;
+                    v += zp ? zp[i] : 0;
+                    o[i] = v * (1.0 / 7.0);
+                }
+        }
+        acc += next[(size_t)(it % planes) * PLANE + (size_t)(it % PLANE)];
+        it++;
+        /* Bulk-synchronous: nobody reads a neighbour's next buffer before it is complete. */
+        if (w == 0) stop_flag = passes_limit ? it >= passes_limit : now() >= deadline;
+        pthread_barrier_wait(&step_barrier);
+        int stop = stop_flag;
+        pthread_barrier_wait(&step_barrier);
+        if (stop) break;
+    }
+    sums[w] = (uint64_t)(acc * 1000);
+    read_cpus(w);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) nthreads = atoi(argv[1]);
     if (argc > 2) seconds = atof(argv[2]);
@@ -142,18 +241,37 @@ int main(int argc, char **argv) {
         fprintf(stderr,
                 "usage: %s [THREADS 1..1024] [SECONDS > 0] [CLUSTER_K >= 1]\n"
                 "  env WL_KIB (>= 4): KiB of data per thread (default 1024)\n"
-                "  env WL_PASSES (>= 1): fixed number of passes per thread instead of SECONDS\n",
+                "  env WL_PASSES (>= 1): fixed number of passes per thread instead of SECONDS\n"
+                "  stencil: env WL_SEED (shuffle seed, default 1), WL_TRUTH=FILE (write the true\n"
+                "  sharing matrix as CSV)\n",
                 argv[0]);
         return 2;
     }
     words_per_thread = kib * 1024 / 8;
+    void *(*fn)(void *) = worker;
+    if (IS_STENCIL) {
+        /* WL_KIB is each of the slab's two buffers; at least 2 planes so a slab has an inside. */
+        planes = (int)(kib * 1024 / (PLANE * sizeof(double)));
+        if (planes < 2) planes = 2;
+        char *end = NULL;
+        const char *sv = getenv("WL_SEED");
+        unsigned long seed = sv ? strtoul(sv, &end, 10) : 1;
+        if (sv && (*sv == 0 || *end != 0)) {
+            fprintf(stderr, "%s: WL_SEED must be a non-negative integer, got '%s'\n", argv[0], sv);
+            return 2;
+        }
+        shuffle_owners(seed);
+        const char *truth = getenv("WL_TRUTH");
+        if (truth && write_truth(truth) != 0) return 2;
+        fn = stencil_worker;
+    }
     pthread_barrier_init(&start_barrier, NULL, nthreads);
     pthread_barrier_init(&step_barrier, NULL, nthreads);
     pthread_t th[1024];
     deadline = now() + seconds;
     for (int w = 1; w < nthreads; w++)
-        if (pthread_create(&th[w], NULL, worker, (void *)(intptr_t)w) != 0) { perror("pthread_create"); return 2; }
-    worker((void *)0);
+        if (pthread_create(&th[w], NULL, fn, (void *)(intptr_t)w) != 0) { perror("pthread_create"); return 2; }
+    fn((void *)0);
     for (int w = 1; w < nthreads; w++) pthread_join(th[w], NULL);
     printf("cmlb-wl pattern=%s threads=%d seconds=%g pid=%ld\n", pattern_name(), nthreads, seconds, (long)getpid());
     for (int w = 0; w < nthreads; w++)

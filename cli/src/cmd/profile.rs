@@ -68,6 +68,11 @@ pub struct Args {
     /// watch: time between two arming windows, in ms (duty cycle = window / interval).
     #[arg(long, default_value_t = 50.0, value_name = "MS")]
     watch_interval_ms: f64,
+    /// watch: the longest a window may grow to, in ms: windows whose words stay cold double,
+    /// up to this (adaptive duty cycle, e.g. 45 for programs that share few of their words).
+    /// Default: --watch-window-ms (a fixed duty cycle).
+    #[arg(long, value_name = "MS")]
+    watch_max_window_ms: Option<f64>,
     /// watch: windows the same words stay watched before new ones are picked.
     #[arg(long, default_value_t = 6)]
     watch_hold: u32,
@@ -79,6 +84,19 @@ pub struct Args {
     /// (tid,time_ns,addr,kind[,dram]).
     #[arg(long, num_args = 2, value_names = ["FORMAT", "FILE"], conflicts_with_all = ["command", "attach"])]
     import: Option<Vec<String>>,
+    /// Merge this run into the profile already in --out if it is one of the same command
+    /// (same argv, thread count and backend): the communication matrix and its held-out
+    /// halves add up, the load vector is averaged, and the evidence grows with every run.
+    /// Otherwise (no profile there, or another command's) the profile is written as usual.
+    /// `cmlb run --save-profile` and the Slurm plugin's profile mode pass this.
+    #[arg(long)]
+    accumulate: bool,
+    /// With --accumulate: keep the weight of at most N runs (older runs fade out: once N runs
+    /// are in, the accumulated counts are scaled by (N-1)/N before a run is added). 1 = keep
+    /// only the newest run.
+    #[arg(long, default_value_t = mapper::profile::accumulate::DEFAULT_MAX_RUNS, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_runs: u32,
     /// Never fail the command for a profiling problem: if sampling cannot start, warn and run
     /// the command unprofiled; if its run gives no profile, warn. Either way exit with the
     /// command's own status. The Slurm plugin passes this unless the site set strict=1.
@@ -113,45 +131,6 @@ fn ms(v: f64, what: &str) -> Result<Duration> {
         );
     }
     Ok(Duration::from_secs_f64(v / 1000.0))
-}
-
-/// Fail before running anything if the profile cannot be written where asked. Nothing is
-/// created here: the nearest existing ancestor must be a writable directory.
-pub(crate) fn check_output_dir(out: &Path) -> Result<()> {
-    // Only a new, empty or earlier profile directory may be replaced.
-    mapper::output::check_output_dir(out, "profile.yaml", &[])?;
-    let mut anc = out.parent().map(Path::to_path_buf);
-    while let Some(a) = anc.clone() {
-        if a.as_os_str().is_empty() {
-            anc = Some(PathBuf::from("."));
-            break;
-        }
-        if a.exists() {
-            break;
-        }
-        anc = a.parent().map(Path::to_path_buf);
-    }
-    let anc = anc.unwrap_or_else(|| PathBuf::from("."));
-    if !anc.is_dir() {
-        bail!(
-            "output directory for --out {} cannot be created: {} is not a directory",
-            out.display(),
-            anc.display()
-        );
-    }
-    nix::unistd::access(
-        &anc,
-        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-    )
-    .map_err(|e| {
-        anyhow::anyhow!(
-            "output directory {} is not writable (for --out {}): {}",
-            anc.display(),
-            out.display(),
-            e.desc()
-        )
-    })?;
-    Ok(())
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -209,12 +188,68 @@ fn run_unprofiled(argv: &[String], why: &anyhow::Error) -> Result<i32> {
     bail!("cannot run {}: {e}", argv[0])
 }
 
+/// `--accumulate`: the profile merged with the one already in `out`, and a line saying what
+/// happened. `None` (write `new` as is) when there is nothing to merge with; a profile there
+/// that cannot take this run (another command, unreadable) is replaced, and the line says why.
+pub(crate) fn accumulate(
+    out: &Path,
+    new: &mapper::profile::Profile,
+    max_runs: u32,
+) -> (Option<mapper::profile::Profile>, Option<String>) {
+    use mapper::profile::Profile;
+    if !out.join("profile.yaml").exists() {
+        return (None, None);
+    }
+    let mut old = match Profile::read_dir(out) {
+        Ok(p) => p,
+        Err(e) => {
+            return (
+                None,
+                Some(format!(
+                    "warning: not accumulating: the profile in {} is unreadable ({e}); replaced \
+                     by this run",
+                    out.display()
+                )),
+            )
+        }
+    };
+    if let Some(why) = mapper::profile::accumulate::mismatch(&old, new) {
+        return (
+            None,
+            Some(format!(
+                "warning: not accumulating: the profile in {} cannot take this run ({why}); \
+                 replaced by this run",
+                out.display()
+            )),
+        );
+    }
+    match old.merge_run(new, max_runs) {
+        Ok(()) => {
+            let runs = old.runs();
+            (
+                Some(old),
+                Some(format!(
+                    "merged into the profile in {} ({runs} run{} kept, at most {max_runs})",
+                    out.display(),
+                    if runs == 1 { "" } else { "s" }
+                )),
+            )
+        }
+        Err(e) => (
+            None,
+            Some(format!(
+                "warning: not accumulating ({e}); replaced by this run"
+            )),
+        ),
+    }
+}
+
 fn profile_and_write(
     a: &Args,
     target: Target,
     duration: Option<Duration>,
 ) -> std::result::Result<i32, Failure> {
-    check_output_dir(&a.out).map_err(Failure::BeforeStart)?;
+    super::profile_import::check_output_dir(&a.out).map_err(Failure::BeforeStart)?;
     let mut cfg = ProfileConfig::new(target);
     cfg.backend = a.backend;
     cfg.period = a.period;
@@ -226,6 +261,10 @@ fn profile_and_write(
     cfg.watch.window = ms(a.watch_window_ms, "watch-window-ms").map_err(Failure::BeforeStart)?;
     cfg.watch.interval =
         ms(a.watch_interval_ms, "watch-interval-ms").map_err(Failure::BeforeStart)?;
+    cfg.watch.max_window = match a.watch_max_window_ms {
+        Some(v) => ms(v, "watch-max-window-ms").map_err(Failure::BeforeStart)?,
+        None => cfg.watch.window,
+    };
     cfg.watch.hold = a.watch_hold;
     cfg.watch.max_hits = a.watch_max_hits;
     cfg.progress = std::io::stderr().is_terminal();
@@ -255,9 +294,18 @@ fn profile_and_write(
         ));
     }
     let log = (a.sample_log > 0).then_some(run.sample_log.as_slice());
+    let (merged, note) = if a.accumulate {
+        accumulate(&a.out, p, a.max_runs)
+    } else {
+        (None, None)
+    };
+    let p = merged.as_ref().unwrap_or(p);
     p.write_dir_with_samples(&a.out, log)
         .with_context(|| format!("writing the profile to {}", a.out.display()))
         .map_err(|e| Failure::AfterRun(e, code))?;
+    if let Some(n) = note {
+        say!("cmlb: {n}");
+    }
     for w in &run.warnings {
         say!("cmlb: warning: {w}");
     }
@@ -277,13 +325,18 @@ fn profile_and_write(
         run.elapsed.as_secs_f64()
     );
     say!(
-        "cmlb: {} samples ({} page faults, {} watchpoint hits, {} precise memory samples), {} lost",
-        p.meta.samples,
+        "cmlb: this run: {} samples ({} page faults, {} watchpoint hits ({:.0}/s), {} precise \
+         memory samples), {} lost",
+        run.profile.meta.samples,
         run.fault_samples,
         run.watch_samples,
+        run.watch_samples as f64 / run.elapsed.as_secs_f64().max(1e-9),
         run.hw_samples,
         run.lost
     );
+    if let Some(e) = &p.meta.evidence {
+        say!("cmlb: {}", e.summary_line());
+    }
     let knobs: Vec<String> = run
         .knobs
         .iter()

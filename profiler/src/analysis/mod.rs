@@ -451,7 +451,7 @@ impl Analyzer {
             Some(o) if total > 0 => self.last_time.saturating_sub(o) as f64 / 1e9,
             _ => 0.0,
         };
-        Profile {
+        let mut profile = Profile {
             meta: ProfileMeta {
                 schema: PROFILE_SCHEMA,
                 command: Vec::new(),
@@ -466,11 +466,15 @@ impl Analyzer {
                 threads,
                 phases,
                 params,
+                evidence: None,
             },
             comm: self.comm.matrix(),
             load: v,
             timeline,
-        }
+            halves: Some(self.comm.halves()),
+        };
+        profile.update_evidence(1);
+        profile
     }
 }
 

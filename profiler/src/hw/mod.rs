@@ -11,3 +11,14 @@ pub mod record;
 pub use datasrc::{DataSrc, MemSource};
 pub use events::{GroupLeader, HwEvent};
 pub use record::{records, HwSample, Record, SampleLayout};
+
+/// Precise memory-sampling hardware found in `/sys/bus/event_source/devices`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum HwPmu {
+    /// Intel PEBS: the core PMU (`cpu`) exports `mem-loads`/`mem-stores`.
+    IntelPebs,
+    /// AMD IBS op sampling (`ibs_op`).
+    AmdIbs,
+    /// Arm Statistical Profiling Extension (`arm_spe_*`).
+    ArmSpe(String),
+}

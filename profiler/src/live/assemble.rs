@@ -124,6 +124,7 @@ pub fn build(
         let comm = analyze(&all, &threads, &comm_params)?;
         let mut p = analyze(&fault, &threads, &base)?;
         p.comm = comm.comm;
+        p.halves = comm.halves;
         for (t, c) in p.meta.threads.iter_mut().zip(&comm.meta.threads) {
             t.samples = c.samples;
         }
@@ -161,5 +162,6 @@ pub fn build(
         m.params
             .insert("sample_log.kept".into(), log.len().to_string());
     }
+    profile.update_evidence(1);
     Ok((profile, log))
 }

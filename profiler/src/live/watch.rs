@@ -10,8 +10,17 @@
 //!   has collected `max_hits` hits: on a hot word (touched every few nanoseconds) the threads
 //!   would otherwise trap continuously, so the trap budget, not the window, bounds the cost
 //!   (`max_hits` traps of a few µs per `interval`); on cold words the window runs its length;
-//! * the same words stay selected for `hold` windows, so threads that were descheduled
-//!   during one window are caught in the next (oversubscribed runs), then the set rotates.
+//! * the window may adapt to the hit rate between `window` and `max_window` (equal by
+//!   default): a window whose words stayed cold doubles the next one, a window that reached
+//!   the budget halves it (the cost is the traps, which the budget bounds, not the armed time);
+//! * a word stays selected for at most `hold` windows, so threads that were descheduled
+//!   during one window are caught in the next (oversubscribed runs), if it has shown two
+//!   threads; any other word is replaced after [`PROBATION`] window (most words are private).
+//!
+//! Words go where evidence is missing: owners (the threads whose faults gave the candidate
+//! words) not yet seen sharing come first, and one refill in four one slot takes a word of a
+//! page where a watched word was already seen shared (so a pair is seen through several words,
+//! which the held-out halves, split by cache line, need to agree about it).
 //!
 //! Candidate words come from the fault samples (the exact address whose first touch faulted
 //! the page in, grouped by the thread that touched it: owners are visited round-robin so every
@@ -39,6 +48,9 @@ pub struct WatchConfig {
     pub hold: u32,
     /// A window ends early after this many hits (all slots together).
     pub max_hits: u32,
+    /// Longest window the adaptive duty cycle may stretch to (`window` ..= this, shorter than
+    /// `interval`); equal to `window` for a fixed duty cycle.
+    pub max_window: Duration,
 }
 
 impl Default for WatchConfig {
@@ -49,6 +61,10 @@ impl Default for WatchConfig {
             interval: Duration::from_millis(50),
             hold: 6,
             max_hits: 256,
+            // Fixed by default: stretched windows (up to 45 ms) collect 2-3x the hits on
+            // programs that share few words, but on the ring workload they let the two readers
+            // of one buffer outweigh true neighbours in 1 of 6 runs (see docs/evidence.md).
+            max_window: Duration::from_millis(10),
         }
     }
 }
@@ -73,12 +89,25 @@ impl WatchConfig {
         if self.max_hits == 0 {
             return Err("watch max hits must be >= 1".into());
         }
+        if self.max_window < self.window || self.max_window >= self.interval {
+            return Err(format!(
+                "watch max window ({:?}) must be at least the window ({:?}) and shorter than the \
+                 interval ({:?})",
+                self.max_window, self.window, self.interval
+            ));
+        }
         Ok(())
     }
 
-    /// Fraction of run time watchpoints are armed (at most; windows end early at `max_hits`).
+    /// Fraction of run time watchpoints are armed at the start (at most; windows end early at
+    /// `max_hits`).
     pub fn duty_cycle(&self) -> f64 {
         self.window.as_secs_f64() / self.interval.as_secs_f64()
+    }
+
+    /// The largest fraction the adaptive duty cycle may reach.
+    pub fn max_duty_cycle(&self) -> f64 {
+        self.max_window.as_secs_f64() / self.interval.as_secs_f64()
     }
 }
 
@@ -183,6 +212,26 @@ struct Owner {
     addrs: Vec<u64>,
 }
 
+/// A slot's word is replaced after this many windows unless two threads touched it: most
+/// words are private, and holding them `hold` windows wasted most of the watch time on programs
+/// that share few of their words (a stencil shares its boundary planes, ~6 % of its data).
+/// One window: a word nobody touched is no better a candidate than a fresh one, and one that
+/// only its owner touched had its chance while the owner ran. Measured on the stencil workload
+/// with 32 threads (4 s): 2 windows gave 141 words, 1 window gives about twice as many.
+const PROBATION: u32 = 1;
+
+/// Pages where a watched word was touched by two or more threads, remembered for
+/// exploitation (other words of a page that is shared are usually shared too).
+const SHARED_PAGES: usize = 64;
+
+/// One watchpoint slot: its word, how many windows it has been armed, who touched it.
+#[derive(Debug, Clone, Default)]
+struct SlotState {
+    addr: u64,
+    age: u32,
+    hitters: Vec<i32>,
+}
+
 pub struct Scheduler {
     cfg: WatchConfig,
     /// By tid.
@@ -191,15 +240,28 @@ pub struct Scheduler {
     rng: u64,
     armed: bool,
     next_at: Instant,
-    windows_left: u32,
-    current: Vec<u64>,
-    /// The process `current` was chosen in (`AddressSpace::pid`).
+    slots: Vec<SlotState>,
+    /// The process `slots` were chosen in (`AddressSpace::pid`).
     current_pid: Option<i32>,
     window_start: Instant,
+    /// Current window length: adapted between `cfg.window` and `cfg.max_window`.
+    window: Duration,
     hits: u32,
+    /// Per thread, the distinct threads it was seen sharing a watched word with: owner
+    /// choice prefers the threads that have none yet.
+    partners: BTreeMap<i32, HashSet<i32>>,
+    /// (pid, page address) of pages with a word touched by two or more threads, newest last.
+    shared_pages: Vec<(Option<i32>, u64)>,
+    page_size: u64,
     pub windows: u64,
     /// Windows cut short by the hit budget.
     pub cut_windows: u64,
+    /// Sum of the armed windows' lengths (for the effective duty cycle).
+    pub armed_time: Duration,
+    /// Words chosen (every slot fill counts).
+    pub words: u64,
+    /// Words that showed two or more threads.
+    pub shared_words: u64,
 }
 
 impl Scheduler {
@@ -212,13 +274,19 @@ impl Scheduler {
             armed: false,
             // First window after one interval: lets the program fault its data in first.
             next_at: start + cfg.interval,
-            windows_left: 0,
-            current: Vec::new(),
+            slots: Vec::new(),
             current_pid: None,
             window_start: start,
+            window: cfg.window,
             hits: 0,
+            partners: BTreeMap::new(),
+            shared_pages: Vec::new(),
+            page_size: 4096,
             windows: 0,
             cut_windows: 0,
+            armed_time: Duration::ZERO,
+            words: 0,
+            shared_words: 0,
         }
     }
 
@@ -246,12 +314,43 @@ impl Scheduler {
         }
     }
 
+    /// A watchpoint hit by thread `tid` on `addr` (a kept one: in the watched process). A
+    /// word touched by two threads marks both as having data and its page as shared.
+    pub fn note_hit(&mut self, tid: i32, addr: u64) {
+        let line = addr >> 6;
+        let Some(k) = self.slots.iter().position(|s| s.addr >> 6 == line) else {
+            return;
+        };
+        let slot = &mut self.slots[k];
+        if slot.hitters.contains(&tid) {
+            return;
+        }
+        slot.hitters.push(tid);
+        let others: Vec<i32> = slot.hitters.iter().copied().filter(|&t| t != tid).collect();
+        for &o in &others {
+            self.partners.entry(tid).or_default().insert(o);
+            self.partners.entry(o).or_default().insert(tid);
+        }
+        if slot.hitters.len() == 2 {
+            self.shared_words += 1;
+            let page = slot.addr & !(self.page_size - 1);
+            let key = (self.current_pid, page);
+            if !self.shared_pages.contains(&key) {
+                if self.shared_pages.len() == SHARED_PAGES {
+                    self.shared_pages.remove(0);
+                }
+                self.shared_pages.push(key);
+            }
+        }
+    }
+
     /// A process's address space went away (exec or exit): its fault addresses mean nothing
     /// now, and if its words are watched the window ends and new words are chosen.
     pub fn forget_process(&mut self, pid: i32) {
         self.owners.retain(|_, o| o.pid != pid);
+        self.shared_pages.retain(|&(p, _)| p != Some(pid));
         if self.current_pid == Some(pid) {
-            self.current.clear();
+            self.slots.clear();
             if self.armed {
                 self.next_at = self.window_start;
             }
@@ -273,6 +372,16 @@ impl Scheduler {
         self.armed
     }
 
+    /// The current (adapted) window length.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Threads known to share a watched word with another thread.
+    pub fn threads_with_data(&self) -> usize {
+        self.partners.len()
+    }
+
     /// Count watchpoint hits drained from the ring buffers; ends the window at the budget.
     pub fn add_hits(&mut self, n: u32, now: Instant) {
         if !self.armed {
@@ -285,56 +394,123 @@ impl Scheduler {
         }
     }
 
-    /// Advance: returns the action due at `now`, if any. `mem` is consulted only when a new
-    /// set of words is chosen (every `hold` windows), so the mappings are current.
+    /// Advance: returns the action due at `now`, if any. `mem` is consulted only when a slot
+    /// needs a new word, so the mappings are current.
     pub fn step(&mut self, now: Instant, mem: &mut dyn AddressSpace) -> Option<Action> {
         if now < self.next_at {
             return None;
         }
         if self.armed {
             self.armed = false;
+            self.armed_time += now.saturating_duration_since(self.window_start);
+            // Adapt the duty cycle to the hit rate: the cost of a window is its traps (at most
+            // `max_hits`), not its length, so a window whose words stayed cold (under 1/32 of
+            // the budget) may be longer, and one that hit the budget shorter.
+            if self.hits >= self.cfg.max_hits {
+                self.window = (self.window / 2).max(self.cfg.window);
+            } else if self.hits < self.cfg.max_hits / 32 {
+                self.window = (self.window * 2).min(self.cfg.max_window);
+            }
+            for s in &mut self.slots {
+                s.age += 1;
+            }
             self.next_at =
                 (self.window_start + self.cfg.interval).max(now + Duration::from_micros(100));
             return Some(Action::Disarm);
         }
-        if self.windows_left == 0 || self.current.is_empty() {
-            self.current = self.choose(mem);
-            self.current_pid = mem.pid();
-            self.windows_left = self.cfg.hold;
-        }
-        if self.current.is_empty() {
+        self.refill(mem);
+        if self.slots.is_empty() {
             self.next_at = now + self.cfg.interval;
             return None;
         }
-        self.windows_left -= 1;
         self.windows += 1;
         self.armed = true;
         self.hits = 0;
         self.window_start = now;
-        self.next_at = now + self.cfg.window;
-        Some(Action::Arm(self.current.clone()))
+        self.next_at = now + self.window;
+        Some(Action::Arm(self.slots.iter().map(|s| s.addr).collect()))
     }
 
-    fn choose(&mut self, mem: &mut dyn AddressSpace) -> Vec<u64> {
-        let writable = mem.writable();
-        let mut chosen = Vec::new();
-        let mut lines = HashSet::new();
+    /// Replace the words that are due: all of them when the process changed, else those held
+    /// `hold` windows, and those that have not shown two threads after [`PROBATION`].
+    fn refill(&mut self, mem: &mut dyn AddressSpace) {
         let pid = mem.pid();
-        let owners: Vec<i32> = self
+        let hold = self.cfg.hold;
+        let probation = PROBATION.min(hold);
+        if pid != self.current_pid {
+            self.slots.clear();
+        }
+        self.slots.retain(|s| {
+            s.age
+                < if s.hitters.len() >= 2 {
+                    hold
+                } else {
+                    probation
+                }
+        });
+        if self.slots.len() >= self.cfg.slots {
+            return;
+        }
+        self.current_pid = pid;
+        let keep: Vec<u64> = self.slots.iter().map(|s| s.addr).collect();
+        let fresh = self.choose(mem, self.cfg.slots - self.slots.len(), &keep);
+        self.words += fresh.len() as u64;
+        self.slots.extend(fresh);
+    }
+
+    /// Up to `want` new words, none on the lines of `keep`: one from a page already seen
+    /// shared (every other refill, when there is one), the rest from fault addresses of
+    /// owner threads visited round-robin, threads without sharing data first; then random
+    /// resident writable words for slots still free.
+    fn choose(&mut self, mem: &mut dyn AddressSpace, want: usize, keep: &[u64]) -> Vec<SlotState> {
+        let writable = mem.writable();
+        let mut chosen: Vec<SlotState> = Vec::new();
+        let mut lines: HashSet<u64> = keep.iter().map(|a| a >> 6).collect();
+        let pid = mem.pid();
+        let mut take = |a: u64, chosen: &mut Vec<SlotState>| {
+            let a = a & !7;
+            if lines.insert(a >> 6) {
+                chosen.push(SlotState {
+                    addr: a,
+                    ..SlotState::default()
+                });
+            }
+        };
+        let pages: Vec<u64> = self
+            .shared_pages
+            .iter()
+            .filter(|&&(p, _)| p == pid)
+            .map(|&(_, pg)| pg)
+            .collect();
+        if !pages.is_empty() && self.rand() % 4 == 0 {
+            let r = self.rand();
+            let page = pages[(r % pages.len() as u64) as usize];
+            // A word of the page or of its neighbours (arrays span pages).
+            let off = (self.rand() % (3 * self.page_size)) & !7;
+            let a = (page + off).saturating_sub(self.page_size);
+            if (writable.is_empty() || inside(&writable, a)) && mem.resident(a) {
+                take(a, &mut chosen);
+            }
+        }
+        let all: Vec<i32> = self
             .owners
             .iter()
             .filter(|(_, o)| pid.is_none_or(|p| o.pid == p))
             .map(|(&tid, _)| tid)
             .collect();
+        // Threads not yet seen sharing first; once every owner has some data, all of them in
+        // turn. (Preferring the fewest known partners instead made owners' coverage uneven,
+        // and on the ring workload the two readers of an over-watched buffer then outweighed
+        // true neighbours in 4 of 8 runs.)
+        let without: Vec<i32> = all
+            .iter()
+            .copied()
+            .filter(|t| !self.partners.contains_key(t))
+            .collect();
+        let owners = if without.is_empty() { all } else { without };
         let mut tries = 0;
-        let mut take = |a: u64, chosen: &mut Vec<u64>| {
-            let a = a & !7;
-            if lines.insert(a >> 6) {
-                chosen.push(a);
-            }
-        };
         // Fault candidates first; rejected (read-only) ones use up tries too.
-        while !owners.is_empty() && chosen.len() < self.cfg.slots && tries < 8 * self.cfg.slots {
+        while !owners.is_empty() && chosen.len() < want && tries < 8 * want {
             tries += 1;
             let o = owners[self.next_owner % owners.len()];
             self.next_owner += 1;
@@ -348,7 +524,7 @@ impl Scheduler {
         // Then random resident writable words for the slots still free (no usable fault
         // candidates, e.g. after --attach once the data is faulted in).
         tries = 0;
-        while chosen.len() < self.cfg.slots && tries < RESIDENT_TRIES * self.cfg.slots {
+        while chosen.len() < want && tries < RESIDENT_TRIES * want {
             tries += 1;
             let r = self.rand();
             match random_word(&writable, r) {
@@ -443,6 +619,7 @@ mod tests {
             interval: Duration::from_millis(10),
             hold: 2,
             max_hits: 100,
+            max_window: Duration::from_millis(1),
         };
         let t0 = Instant::now();
         let mut s = Scheduler::new(cfg, t0, 7);
@@ -476,6 +653,113 @@ mod tests {
         assert_eq!(arms, 8);
         assert_eq!(owners_seen.len(), 4, "every owner's data gets watched");
         assert!(t - t0 >= cfg.interval * 7);
+    }
+
+    #[test]
+    fn the_window_grows_while_hits_are_rare_and_shrinks_at_the_budget() {
+        let cfg = WatchConfig {
+            max_window: Duration::from_millis(45),
+            ..WatchConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 3);
+        s.add_fault(100, 1, 0x1000_0000);
+        let mut no_maps = Vec::new;
+        let mut lengths = Vec::new();
+        let mut t = t0;
+        for _ in 0..8 {
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(_)) = s.step(t, &mut no_maps) {
+                lengths.push(s.next_at() - t);
+            }
+        }
+        // No hits: 10, 20, 40, then capped at 45 ms.
+        let ms = |v: u64| Duration::from_millis(v);
+        assert_eq!(lengths, vec![ms(10), ms(20), ms(40), ms(45)]);
+        assert!(s.armed_time >= ms(70), "{:?}", s.armed_time);
+        // A window that reaches the hit budget halves the next one.
+        t = s.next_at().max(t);
+        assert!(matches!(s.step(t, &mut no_maps), Some(Action::Arm(_))));
+        s.add_hits(cfg.max_hits, t);
+        assert_eq!(s.step(t, &mut no_maps), Some(Action::Disarm));
+        assert_eq!(s.window(), Duration::from_micros(22_500));
+        // A fixed duty cycle: max_window = window.
+        let fixed = WatchConfig {
+            max_window: cfg.window,
+            ..cfg
+        };
+        fixed.validate().unwrap();
+        let mut s = Scheduler::new(fixed, t0, 3);
+        s.add_fault(100, 1, 0x1000_0000);
+        for _ in 0..6 {
+            let t = s.next_at();
+            s.step(t, &mut no_maps);
+        }
+        assert_eq!(s.window(), cfg.window);
+    }
+
+    #[test]
+    fn private_words_are_replaced_early_and_threads_without_data_come_first() {
+        let cfg = WatchConfig {
+            slots: 1,
+            ..WatchConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 5);
+        // Threads 1..=4 each faulted 16 pages of their own.
+        for tid in 1..=4 {
+            for p in 0..16u64 {
+                s.add_fault(100, tid, (tid as u64) << 32 | p << 12);
+            }
+        }
+        let mut no_maps = Vec::new;
+        let mut armed = Vec::new();
+        let mut t = t0;
+        for _ in 0..12 {
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(a)) = s.step(t, &mut no_maps) {
+                armed.push(a[0]);
+            }
+        }
+        // 6 windows; a word nobody shares is replaced after PROBATION (1) window, not hold (6).
+        assert_eq!(armed.len(), 6);
+        assert!(armed.windows(2).all(|w| w[0] != w[1]), "{armed:x?}");
+        assert_eq!(s.words, 6);
+        // The word armed now is read by another thread too: its owner and that thread have
+        // data from now on, the word is kept past its probation, new words come from the
+        // other two owners, or (exploitation) from around the shared word's page.
+        t = s.next_at().max(t);
+        let w = match s.step(t, &mut no_maps) {
+            Some(Action::Arm(a)) => a[0],
+            other => panic!("{other:?}"),
+        };
+        let owner = (w >> 32) as i32;
+        let reader = owner % 4 + 1;
+        s.note_hit(owner, w);
+        s.note_hit(reader, w + 8);
+        assert_eq!(s.threads_with_data(), 2);
+        assert_eq!(s.shared_words, 1);
+        let page = w & !0xfff;
+        let (mut same, mut near) = (0, 0);
+        let mut owners = HashSet::new();
+        for _ in 0..60 {
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(a)) = s.step(t, &mut no_maps) {
+                if a[0] == w {
+                    same += 1;
+                } else if a[0] + 0x1000 >= page && a[0] < page + 0x2000 {
+                    near += 1;
+                } else {
+                    owners.insert((a[0] >> 32) as i32);
+                }
+            }
+        }
+        assert!(same >= 4, "the shared word is held: {same}");
+        assert!(near >= 1, "words near a shared one are tried");
+        assert!(
+            !owners.contains(&owner) && !owners.contains(&reader) && !owners.is_empty(),
+            "only threads without data: {owners:?} (owner {owner}, reader {reader})"
+        );
     }
 
     #[test]

@@ -1,0 +1,411 @@
+//! Do no harm: a plan made from a profile is applied only when held-out evidence says it beats
+//! the prior that costs nothing, creation order (`compact`). See `docs/evidence.md`.
+//!
+//! A thin profile (a few dozen watchpoint hits over thousands of thread pairs) gives a matrix
+//! of noise, and a strategy maps noise as faithfully as structure: such plans cut 1.3–2.5×
+//! more true communication than placing threads in creation order, which is right for the
+//! many programs whose threads share with their creation-order neighbours. [`choose`] decides
+//! on data the plan was not made from:
+//!
+//! 1. The profiler splits the sharing events into two disjoint halves A and B (`comm.a.csv`,
+//!    `comm.b.csv`; by cache line, so a watched word's burst of hits lands in one half).
+//! 2. The user's strategy maps each half (blended with the prior, step 4); the plan from A is
+//!    scored on B and the plan from B on A, and so is `compact`. The score of a plan on a
+//!    matrix is RemoteComm (Σ A\[i]\[j] over thread pairs on different NUMA nodes); on a
+//!    machine with a single NUMA node, where RemoteComm is 0 for every plan, the hop-bytes
+//!    (Σ A\[i]\[j] × tree hops between their PUs).
+//! 3. The plan (the strategy on the whole matrix, blended) is kept only when, over both
+//!    folds, it scores at most [`KEEP_AT`] × compact's score, **and** a sign test over the
+//!    held-out thread pairs agrees: the pairs compact separates more than the plan (W) outweigh
+//!    those the plan separates more (L) by at least [`SIGN_Z`] × √(Σ w²), each pair weighted
+//!    by `w = v / (v + mean)` (≤ 1). The events of one pair are not independent (a watched
+//!    word gives bursts), so pairs, not events, are the units, and weak pairs (background
+//!    noise) count less. Each fold on its own must favour the plan (one lucky half must not
+//!    carry the pooled test). And it must not score worse than compact on the whole matrix.
+//!    Otherwise the plan is `compact`'s.
+//! 4. Where the profile is blind, the prior decides: every matrix the strategy sees is blended
+//!    with a creation-order chain (thread i with i+1) weighted by how much of the sharing the
+//!    profile has not seen ([`blend`], coverage estimated from the halves by capture–recapture,
+//!    at least [`PRIOR_WEIGHT`] × the mean per-thread sharing). So a thread without data joins
+//!    its creation-order neighbours, a thin profile's plan stays close to creation order, and
+//!    ties between plans go the prior's way.
+//!
+//! Tolerance (stated, tested in `tests/guard.rs` on synthetic watch-like profiles thinned to
+//! 10–100 of 1 000 watched words): the chosen plan's RemoteComm on the true matrix is at most
+//! [`TOLERANCE`] (5 %) above `compact`'s. On full profiles the plan is kept and wins where
+//! creation order is not already optimal (shuffled patterns), and is never worse than compact
+//! where it is.
+//!
+//! Profiles without halves (made by older cmlb versions, or imported) have no held-out
+//! evidence: the plan is kept only when every thread has sharing data and the same two tests
+//! pass in-sample (plan and score on the whole matrix), which is weaker and said so in the
+//! line.
+
+use crate::error::{MapError, Result};
+use crate::matrix::CommMatrix;
+use crate::metrics;
+use crate::plan::Plan;
+use crate::profile::Profile;
+use crate::strategy::{compute_plan, MapInput};
+use crate::topology::Topology;
+
+/// A plan is kept only when its held-out score is at most this fraction of compact's.
+pub const KEEP_AT: f64 = 0.95;
+/// Sign test threshold (one-sided z on the weighted pair counts).
+pub const SIGN_Z: f64 = 2.0;
+/// Least weight of the creation-order chain blended into every matrix, relative to the mean
+/// per-thread sharing of the threads with data (more when the profile is thin, see [`blend`]).
+pub const PRIOR_WEIGHT: f64 = 0.05;
+/// The stated tolerance: on the true matrix the chosen plan's RemoteComm is at most
+/// `(1 + TOLERANCE)` × compact's (tested on thinned profiles, see the module doc).
+pub const TOLERANCE: f64 = 0.05;
+
+/// Strategies that do not read the matrix: nothing to check.
+const MATRIX_FREE: [&str; 4] = ["compact", "scatter", "random", "identity"];
+
+/// The guard's decision.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub plan: Plan,
+    /// True when the plan is the prior's (`compact`) instead of the strategy's.
+    pub used_prior: bool,
+    /// One line for the user, e.g. "plan kept: held-out RemoteComm 0.62x compact (...)" or
+    /// "profile too thin (...): using compact".
+    pub line: String,
+}
+
+/// Decide between the user's strategy's plan and `compact` on held-out evidence.
+///
+/// `plan_with` computes the user's strategy's plan for a given communication matrix (same
+/// loads, topology and sample log). It is called three times when the profile has halves
+/// (half A, half B, whole matrix), once otherwise. The returned plan's metrics are those of
+/// the profile's own matrix and loads.
+pub fn choose(
+    profile: &Profile,
+    topology: &Topology,
+    plan_with: &dyn Fn(&CommMatrix) -> Result<Plan>,
+) -> Result<Choice> {
+    let n = profile.comm.n();
+    let input = MapInput {
+        comm: &profile.comm,
+        load: &profile.load,
+        topology,
+        seed: 0,
+    };
+    let prior = compute_plan("compact", &input)?;
+    let prior_pus = pus_of(&prior, topology, n)?;
+    let metric = Metric::for_topology(topology);
+    let prior_choice = |why: String| Choice {
+        plan: prior.clone(),
+        used_prior: true,
+        line: format!("{why}: using compact (creation order)"),
+    };
+    let no_data = threads_without_data(&profile.comm);
+    if no_data.len() == n {
+        return Ok(prior_choice("profile has no sharing data".into()));
+    }
+    let total_pairs = estimated_pairs(profile.halves.as_ref());
+    let full = plan_with(&blend(&profile.comm, total_pairs))?;
+    if full.assignment.is_empty() || MATRIX_FREE.contains(&full.strategy.as_str()) {
+        return Ok(Choice {
+            line: format!(
+                "strategy '{}' does not map from the profile: nothing to check",
+                full.strategy
+            ),
+            plan: full,
+            used_prior: false,
+        });
+    }
+    let full_pus = pus_of(&full, topology, n)?;
+    let in_sample = Fold::score(&profile.comm, &full_pus, &prior_pus, topology, metric);
+    let gaps = if no_data.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} of {n} threads without sharing data placed by creation order",
+            no_data.len()
+        )
+    };
+
+    let (test, held_out) = match &profile.halves {
+        Some((a, b)) if !all_zero(a) && !all_zero(b) => {
+            let pa = pus_of(&plan_with(&blend(a, total_pairs))?, topology, n)?;
+            let pb = pus_of(&plan_with(&blend(b, total_pairs))?, topology, n)?;
+            let fa = Fold::score(b, &pa, &prior_pus, topology, metric);
+            let fb = Fold::score(a, &pb, &prior_pus, topology, metric);
+            // Both folds must favour the plan: one lucky half (a few heavy pairs that compact
+            // happens to cut) must not carry the pooled test.
+            let mut f = fa.add(&fb);
+            f.split = fa.ratio() >= 1.0 || fb.ratio() >= 1.0;
+            (f, true)
+        }
+        Some(_) => {
+            return Ok(prior_choice(format!(
+                "profile too thin (one half of its sharing events is empty; {} of {n} threads \
+                 without data)",
+                no_data.len()
+            )))
+        }
+        None if !no_data.is_empty() => {
+            return Ok(prior_choice(format!(
+                "profile without held-out halves (older cmlb or an import) and {} of {n} \
+                 threads without sharing data",
+                no_data.len()
+            )))
+        }
+        None => (in_sample, false),
+    };
+    let what = if held_out {
+        "held-out"
+    } else {
+        "in-sample (no held-out halves in this profile)"
+    };
+    let summary = format!(
+        "{what} {} {:.2}x compact, pairs better/worse {}/{}",
+        metric.name(),
+        test.ratio(),
+        test.wins,
+        test.losses
+    );
+    if !test.passes() {
+        return Ok(prior_choice(format!("profile too thin ({summary})")));
+    }
+    if in_sample.plan > in_sample.prior {
+        return Ok(prior_choice(format!(
+            "plan worse than compact on the whole profile ({summary})"
+        )));
+    }
+    let mut plan = full;
+    let ms = plan.metrics.mapping_ms;
+    plan.metrics = metrics::Metrics {
+        mapping_ms: ms,
+        ..metrics::compute(&profile.comm, &profile.load, topology, &full_pus)
+    };
+    Ok(Choice {
+        plan,
+        used_prior: false,
+        line: format!("plan kept: {summary}{gaps}"),
+    })
+}
+
+/// What a plan is scored by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Metric {
+    RemoteComm,
+    /// One NUMA node: RemoteComm is 0 for every plan.
+    HopBytes,
+}
+
+impl Metric {
+    fn for_topology(t: &Topology) -> Metric {
+        if t.numa.iter().filter(|n| !n.pus.is_empty()).count() > 1 {
+            Metric::RemoteComm
+        } else {
+            Metric::HopBytes
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Metric::RemoteComm => "RemoteComm",
+            Metric::HopBytes => "hop-bytes (one NUMA node)",
+        }
+    }
+    /// Cost of one unit of communication between PUs `a` and `b` (indexes into `t.pus`).
+    fn cost(self, t: &Topology, a: usize, b: usize) -> f64 {
+        match self {
+            Metric::RemoteComm => f64::from(u8::from(t.pus[a].numa != t.pus[b].numa)),
+            Metric::HopBytes => f64::from(t.hops(a, b)),
+        }
+    }
+}
+
+/// Scores of the plan and the prior on one matrix, and the sign test's pair counts.
+#[derive(Debug, Clone, Copy, Default)]
+struct Fold {
+    plan: f64,
+    prior: f64,
+    /// Pairs the prior separates more than the plan does (pair count, for the line).
+    wins: usize,
+    /// Pairs the plan separates more than the prior does.
+    losses: usize,
+    /// The same, each pair weighted by [`pair_weight`], and Σ weight² over both.
+    win_w: f64,
+    loss_w: f64,
+    var_w: f64,
+    /// Held-out folds that disagree: one favours compact (or ties).
+    split: bool,
+}
+
+impl Fold {
+    fn score(m: &CommMatrix, plan: &[usize], prior: &[usize], t: &Topology, k: Metric) -> Fold {
+        let mut f = Fold::default();
+        let n = m.n();
+        let (mut sum, mut count) = (0.0, 0usize);
+        for i in 0..n {
+            for j in (i + 1)..n {
+                let v = m.get(i, j);
+                if v > 0.0 {
+                    sum += v;
+                    count += 1;
+                }
+            }
+        }
+        let mean = if count > 0 { sum / count as f64 } else { 1.0 };
+        for i in 0..n {
+            for j in (i + 1)..n {
+                let v = m.get(i, j);
+                if v == 0.0 {
+                    continue;
+                }
+                let (cp, cq) = (k.cost(t, plan[i], plan[j]), k.cost(t, prior[i], prior[j]));
+                f.plan += v * cp;
+                f.prior += v * cq;
+                let w = pair_weight(v, mean);
+                if cq > cp {
+                    f.wins += 1;
+                    f.win_w += w;
+                    f.var_w += w * w;
+                } else if cp > cq {
+                    f.losses += 1;
+                    f.loss_w += w;
+                    f.var_w += w * w;
+                }
+            }
+        }
+        f
+    }
+
+    fn add(&self, o: &Fold) -> Fold {
+        Fold {
+            plan: self.plan + o.plan,
+            prior: self.prior + o.prior,
+            wins: self.wins + o.wins,
+            losses: self.losses + o.losses,
+            win_w: self.win_w + o.win_w,
+            loss_w: self.loss_w + o.loss_w,
+            var_w: self.var_w + o.var_w,
+            split: self.split || o.split,
+        }
+    }
+
+    /// Plan score / prior score (1 when both are 0).
+    fn ratio(&self) -> f64 {
+        if self.prior > 0.0 {
+            self.plan / self.prior
+        } else if self.plan > 0.0 {
+            f64::INFINITY
+        } else {
+            1.0
+        }
+    }
+
+    fn passes(&self) -> bool {
+        self.prior > 0.0
+            && !self.split
+            && self.ratio() <= KEEP_AT
+            && self.win_w - self.loss_w >= SIGN_Z * self.var_w.sqrt()
+    }
+}
+
+/// A held-out pair's weight in the sign test: `v / (v + mean)` with `mean` the mean count of
+/// the half's observed pairs. A pair seen once (most background noise: one watched word, one
+/// burst) weighs little, a pair as strong as the typical one about ½, a dominant one nearly
+/// 1; no pair weighs more than 1, so one heavy pair cannot carry the test.
+fn pair_weight(v: f64, mean: f64) -> f64 {
+    v / (v + mean)
+}
+
+fn all_zero(m: &CommMatrix) -> bool {
+    threads_without_data(m).len() == m.n()
+}
+
+/// Threads whose row (off the diagonal) is all zero.
+pub fn threads_without_data(m: &CommMatrix) -> Vec<usize> {
+    (0..m.n())
+        .filter(|&i| {
+            m.row(i)
+                .iter()
+                .enumerate()
+                .all(|(j, &v)| j == i || v == 0.0)
+        })
+        .collect()
+}
+
+/// How many thread pairs share at all, estimated from the halves by capture–recapture
+/// (Lincoln–Petersen: pairs seen in A × pairs seen in B / pairs seen in both). `None` without
+/// halves or when no pair is seen in both (then the profile has seen too little to tell).
+pub fn estimated_pairs(halves: Option<&(CommMatrix, CommMatrix)>) -> Option<f64> {
+    let (a, b) = halves?;
+    let (mut na, mut nb, mut both) = (0usize, 0usize, 0usize);
+    for i in 0..a.n() {
+        for j in (i + 1)..a.n() {
+            let (x, y) = (a.get(i, j) > 0.0, b.get(i, j) > 0.0);
+            na += usize::from(x);
+            nb += usize::from(y);
+            both += usize::from(x && y);
+        }
+    }
+    (both > 0).then(|| (na * nb) as f64 / both as f64)
+}
+
+/// `m` plus the creation-order chain (i, i+1), the prior. Its weight is what an unobserved
+/// chain pair is expected to carry: `(1 - coverage) × the mean observed pair`, where coverage
+/// = pairs observed in `m` / `total_pairs` (the estimated number of sharing pairs, see
+/// [`estimated_pairs`]; unknown counts as coverage 0). A thin profile has seen a small part of
+/// the pairs that share, so a chain pair it has not seen may well share, and a plan must not
+/// cut it for free (a strategy would otherwise group the observed fragments in any order,
+/// cutting the unobserved pairs between them). A profile that has seen all the sharing pairs
+/// gives the chain no weight beyond [`PRIOR_WEIGHT`] × the mean per-thread sharing, which still
+/// makes a thread without data join its creation-order neighbours and breaks ties the prior's
+/// way.
+pub fn blend(m: &CommMatrix, total_pairs: Option<f64>) -> CommMatrix {
+    let n = m.n();
+    let mut out = m.clone();
+    let (mut sum, mut pairs) = (0.0, 0usize);
+    let mut rows = vec![0.0; n];
+    for i in 0..n {
+        for j in (i + 1)..n {
+            let v = m.get(i, j);
+            if v > 0.0 {
+                sum += v;
+                pairs += 1;
+                rows[i] += v;
+                rows[j] += v;
+            }
+        }
+    }
+    if pairs == 0 {
+        return out;
+    }
+    let with_data: Vec<f64> = rows.into_iter().filter(|&r| r > 0.0).collect();
+    let floor = PRIOR_WEIGHT * with_data.iter().sum::<f64>() / with_data.len() as f64;
+    let coverage = total_pairs.map_or(0.0, |t| (pairs as f64 / t).min(1.0));
+    let lambda = floor.max((1.0 - coverage) * sum / pairs as f64);
+    for i in 1..n {
+        out.add_sym(i - 1, i, lambda);
+    }
+    out
+}
+
+/// Thread -> index into `t.pus` of a plan that binds every thread.
+fn pus_of(plan: &Plan, t: &Topology, n: usize) -> Result<Vec<usize>> {
+    let mut pus = vec![usize::MAX; n];
+    for a in &plan.assignment {
+        let p = t.pu_position(a.pu).ok_or_else(|| {
+            MapError::Strategy(format!(
+                "plan of '{}' puts thread {} on PU {}, which is not in the topology",
+                plan.strategy, a.thread, a.pu
+            ))
+        })?;
+        if let Some(slot) = pus.get_mut(a.thread) {
+            *slot = p;
+        }
+    }
+    if let Some(t) = pus.iter().position(|&p| p == usize::MAX) {
+        return Err(MapError::Strategy(format!(
+            "plan of '{}' places no PU for thread {t}",
+            plan.strategy
+        )));
+    }
+    Ok(pus)
+}
