@@ -271,6 +271,7 @@ fn dagtm_from_a_sample_log_and_from_a_profile_dir() {
         "core:2 pu:2",
         "--strategy",
         "dagtm",
+        "--no-guard",
     ]);
     assert_eq!(v2["assignment"], v["assignment"]);
     let table = ok(&[

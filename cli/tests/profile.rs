@@ -575,6 +575,7 @@ fn sample_log_is_bounded_and_feeds_dagtm() {
             "pack:1 core:2 pu:2",
             "--strategy",
             "dagtm",
+            "--no-guard",
             "--format",
             "json",
         ],

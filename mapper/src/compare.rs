@@ -18,16 +18,21 @@ pub fn plan_for(
 ) -> crate::Result<Plan> {
     let mut plan = crate::pipeline::plan_for(spec, input, samples)?;
     if let Some(c) = costs {
-        let pus: Option<Vec<usize>> = plan
-            .assignment
-            .iter()
-            .map(|a| input.topology.pu_position(a.pu))
-            .collect();
-        if let Some(pus) = pus.filter(|p| !p.is_empty()) {
-            plan.metrics.mram_cost = crate::mram::predict(input.comm, input.topology, &pus, c);
-        }
+        add_mram_cost(&mut plan, input, c);
     }
     Ok(plan)
+}
+
+/// Recompute a plan's `mram_cost` for the level latencies `costs` (MRAM(h) model).
+pub fn add_mram_cost(plan: &mut Plan, input: &MapInput, costs: &LevelCosts) {
+    let pus: Option<Vec<usize>> = plan
+        .assignment
+        .iter()
+        .map(|a| input.topology.pu_position(a.pu))
+        .collect();
+    if let Some(pus) = pus.filter(|p| !p.is_empty()) {
+        plan.metrics.mram_cost = crate::mram::predict(input.comm, input.topology, &pus, costs);
+    }
 }
 
 /// `(strategy name, its plan or why it failed)` for every registered strategy, in

@@ -131,6 +131,9 @@ pub struct WrapOpts {
     pub prerun_secs: f64,
     /// Profile mode: a profiler problem never fails the user's program.
     pub run_anyway: bool,
+    /// Profile runs of the same command merge into its profile (`cmlb profile --accumulate`),
+    /// keeping the weight of at most this many runs (`--max-runs`).
+    pub max_runs: Option<u32>,
     /// Pre-run: the binding mode of the pinned run.
     pub bind: BindMode,
     /// Pre-run: the topology specification the pinned run loads.
@@ -179,6 +182,11 @@ pub fn profile_argv(o: &WrapOpts, dir: &Path) -> Vec<String> {
     ];
     if o.run_anyway {
         w.push("--run-anyway".into());
+    }
+    // Repeated profile runs of one command (one key) add evidence instead of replacing it.
+    w.push("--accumulate".into());
+    if let Some(n) = o.max_runs {
+        w.extend(["--max-runs".into(), n.to_string()]);
     }
     push_sampling(&mut w, o);
     if let Some(d) = o.duration {
@@ -387,9 +395,12 @@ impl Step {
                 &dir0
             };
             let topo = self.node.restrict(share)?;
-            let (plan, compact, n) = self.plan_task(dir, &topo)?;
+            let (plan, compact, n, verdict) = self.plan_task(dir, &topo)?;
             if t == 0 {
-                summary = Some(self.summary_line(dir, n, &plan, &compact));
+                summary = Some(format!(
+                    "{}; {verdict}",
+                    self.summary_line(dir, n, &plan, &compact)
+                ));
             }
             let action = match binding::thread_pus(&plan) {
                 Some(pus) => TaskAction::Pin {
@@ -411,8 +422,9 @@ impl Step {
         })
     }
 
-    /// The plan of one task from its profile, and the `compact` plan it is compared with.
-    fn plan_task(&self, dir: &Path, topo: &Topology) -> Result<(Plan, Plan, usize)> {
+    /// The plan of one task from its profile, checked against creation order on held-out
+    /// evidence ([`guarded_plan`]), and the `compact` plan it is compared with.
+    fn plan_task(&self, dir: &Path, topo: &Topology) -> Result<(Plan, Plan, usize, String)> {
         check_profile_files(dir)?;
         let prof = Profile::read_dir(dir)
             .map_err(|e| MapError::Step(format!("profile {} is unusable: {e}", dir.display())))?;
@@ -425,20 +437,15 @@ impl Step {
                 )));
             }
         }
-        let samples = if self.strategy.wants_samples() {
-            read_profile_samples(dir, n)?
-        } else {
-            None
-        };
+        let choice = guarded_plan(&self.strategy, &prof, dir, topo, self.seed)?;
         let input = MapInput {
             comm: &prof.comm,
             load: &prof.load,
             topology: topo,
             seed: self.seed,
         };
-        let plan = plan_for(&self.strategy, &input, samples.as_ref())?;
         let compact = strategy::compute_plan("compact", &input)?;
-        Ok((plan, compact, n))
+        Ok((choice.plan, compact, n, choice.line))
     }
 
     fn summary_line(&self, dir: &Path, n: usize, plan: &Plan, compact: &Plan) -> String {
@@ -448,10 +455,11 @@ impl Step {
             "RemoteComm {:.4e} (compact {:.4e}), Load_std {:.4e} (compact {:.4e})",
             m.remote_comm, c.remote_comm, m.load_std, c.load_std
         );
+        // The strategy asked for: when the guard fell back, the verdict after it says so.
         let head = format!(
             "cmlb: {}: strategy {}, profile {} ({n} threads)",
             self.label,
-            plan.strategy,
+            self.strategy.name(),
             dir.display()
         );
         let pus = format_cpu_list(&self.cpus);
@@ -479,6 +487,51 @@ pub fn plan_for(
         .and_then(|log| s.with_samples(Arc::clone(log)))
         .unwrap_or(s);
     strategy::compute_plan_with(s.as_ref(), input)
+}
+
+/// The plan of `spec` from a profile, applied only when the profile supports it: the plan is
+/// made from each held-out half and scored on the other against creation order (`compact`),
+/// and falls back to it otherwise ([`crate::guard::choose`]); threads without data follow
+/// creation order. The verdict line says which. Every front end that plans from a profile
+/// (`cmlb run`, `--cmlb-map=apply`, `cmlb map --profile`) calls this, so they agree.
+pub fn guarded_plan(
+    spec: &StrategySpec,
+    prof: &Profile,
+    dir: &Path,
+    topo: &Topology,
+    seed: u64,
+) -> Result<crate::guard::Choice> {
+    let n = prof.comm.n();
+    let samples = if spec.wants_samples() {
+        read_profile_samples(dir, n)?
+    } else {
+        None
+    };
+    let mut choice = crate::guard::choose(prof, topo, &|comm: &crate::CommMatrix| {
+        let input = MapInput {
+            comm,
+            load: &prof.load,
+            topology: topo,
+            seed,
+        };
+        plan_for(spec, &input, samples.as_ref())
+    })?;
+    // The guard may have planned on a blended matrix: report the plan's metrics on the
+    // profile's own, as every other plan's are.
+    let pus: Option<Vec<usize>> = choice
+        .plan
+        .assignment
+        .iter()
+        .map(|a| topo.pu_position(a.pu))
+        .collect();
+    if let Some(pus) = pus.filter(|p| p.len() == n) {
+        let mapping_ms = choice.plan.metrics.mapping_ms;
+        choice.plan.metrics = crate::metrics::Metrics {
+            mapping_ms,
+            ..crate::metrics::compute(&prof.comm, &prof.load, topo, &pus)
+        };
+    }
+    Ok(choice)
 }
 
 /// `dir/samples.csv` when the profile has one, checked against the profile's `n` threads.
@@ -565,14 +618,14 @@ mod tests {
             };
             assert!(pus.iter().all(|p| tp.share.contains(p)), "{tp:?}");
         }
-        // One task on the whole node: pairs (0,2) and (1,3) share a NUMA node (PUs 0-3, 4-7).
+        // One task on the whole node: pairs (0,2) and (1,3) share a NUMA node (PUs 0-3, 4-7),
+        // whether the guard keeps cmlb's plan or creation order (which fits all four on one).
         let plan = step.tasks(1).compute().unwrap();
         let TaskAction::Pin { pus, .. } = &plan.tasks[0].action else {
             unreachable!()
         };
         assert_eq!(pus[0] / 4, pus[2] / 4, "{pus:?}");
         assert_eq!(pus[1] / 4, pus[3] / 4, "{pus:?}");
-        assert_ne!(pus[0] / 4, pus[1] / 4, "{pus:?}");
         let s = plan.summary.unwrap();
         assert!(s.starts_with("cmlb: apply: strategy cmlb, profile "), "{s}");
         assert!(s.contains("(4 threads), PUs 0-7: RemoteComm"), "{s}");
@@ -619,6 +672,7 @@ mod tests {
             duration: Some(2.0),
             prerun_secs: 3.0,
             run_anyway: true,
+            max_runs: Some(4),
             bind: BindMode::Omp,
             topology: "live".into(),
             strategy: StrategySpec::parse("spectral:k=2,scheme=plain").unwrap(),
@@ -628,7 +682,8 @@ mod tests {
             .unwrap();
         assert_eq!(
             w.join(" "),
-            "/usr/bin/cmlb profile --out /s/k --run-anyway --backend watch --period 500 --duration 2 --"
+            "/usr/bin/cmlb profile --out /s/k --run-anyway --accumulate --max-runs 4 --backend watch \
+             --period 500 --duration 2 --"
         );
         let w = TaskAction::Prerun { dir: "/s/k".into() }
             .wrap_argv(&o)

@@ -42,7 +42,7 @@ pub const KEY_DOCS: [(&str, &str); 7] = [
 ];
 
 /// The plugstack.conf arguments with their meaning (`cmlb_spank(8)`, the package's snippet).
-pub const SITE_DOCS: [(&str, &str); 7] = [
+pub const SITE_DOCS: [(&str, &str); 8] = [
     ("default=off|apply", "mode when the user gives neither --cmlb-map nor CMLB_MAP (default off)"),
     ("scratch=TEMPLATE", "where profiles are kept; %u user, %j job id, %n node, %% a percent sign (default /tmp/cmlb-%u)"),
     ("cmlb=PATH", "the cmlb binary (default: next to the plugin, then /usr/bin/cmlb, /usr/local/bin/cmlb)"),
@@ -50,6 +50,7 @@ pub const SITE_DOCS: [(&str, &str); 7] = [
     ("topology=FILE", "cached hwloc XML topology of the node (skips discovery)"),
     ("strict=0|1", "1: a missing or corrupt profile fails the step instead of running unpinned"),
     ("backend=NAME", "profiler backend passed to cmlb profile --backend (auto, hw, numa-faults, watch, faults)"),
+    ("max_runs=N", "profile runs of one command merged into its profile, at most (older runs fade; default 8)"),
 ];
 
 /// The one-paragraph usage of `--cmlb-map` that srun/sbatch `--help` print.
@@ -234,11 +235,15 @@ pub struct SiteConf {
     pub strict: bool,
     /// Profiler backend passed to `cmlb profile --backend`.
     pub backend: Option<String>,
+    /// Profile runs of one command merged into its profile at most (`cmlb profile
+    /// --max-runs`); default: cmlb's.
+    pub max_runs: Option<u32>,
 }
 
 pub const DEFAULT_SCRATCH: &str = "/tmp/cmlb-%u";
 pub const SITE_KEYS: &str =
-    "default=off|apply, scratch=TEMPLATE, cmlb=PATH, preload=PATH, topology=FILE, strict=0|1, backend=NAME";
+    "default=off|apply, scratch=TEMPLATE, cmlb=PATH, preload=PATH, topology=FILE, strict=0|1, backend=NAME, \
+max_runs=N";
 
 impl Default for SiteConf {
     fn default() -> Self {
@@ -250,6 +255,7 @@ impl Default for SiteConf {
             topology: None,
             strict: false,
             backend: None,
+            max_runs: None,
         }
     }
 }
@@ -300,6 +306,16 @@ pub fn parse_site<S: AsRef<str>>(args: &[S]) -> Result<SiteConf, String> {
                     ));
                 }
                 c.backend = Some(v.to_string())
+            }
+            "max_runs" => {
+                c.max_runs = Some(
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=1000).contains(n))
+                        .ok_or_else(|| {
+                            format!("max_runs={v} is not a number of runs in 1..=1000")
+                        })?,
+                )
             }
             _ => {
                 return Err(format!(

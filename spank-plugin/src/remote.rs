@@ -230,6 +230,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             prerun_secs: opts.time,
             // A profiling problem must not fail the user's job.
             run_anyway: !site.strict,
+            max_runs: site.max_runs,
             bind: opts.bind,
             topology: spec,
             strategy,

@@ -84,6 +84,13 @@ pub struct Args {
     /// List the strategies and exit.
     #[arg(long)]
     pub list: bool,
+    /// With --profile: use the strategy's plan even when the profile does not support it.
+    /// By default a plan from a profile is kept only when, made from one half of the
+    /// profile's samples, it beats creation order (`compact`) on the other half; otherwise
+    /// `compact` is used, and one line on stderr says which (as `cmlb run` and
+    /// `--cmlb-map=apply` do).
+    #[arg(long)]
+    pub no_guard: bool,
     /// Raw-sample log (`tid_index,time_ns,addr`) for strategies that work from access streams
     /// (dagtm). Default: samples.csv in the --profile directory, when it has one.
     #[arg(long, value_name = "FILE")]
@@ -133,7 +140,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.compare {
         return compare(&input, samples.as_ref(), costs.as_ref(), a.format);
     }
-    let plan = plan_for(&a.strategy, &input, samples.as_ref(), costs.as_ref())?;
+    let plan = match &a.profile {
+        // A plan from a profile is checked like cmlb run and the plugin check it; an explicit
+        // sample log or --no-guard takes the strategy's plan as it is.
+        Some(dir) if !a.no_guard && a.samples.is_none() => {
+            let mut prof = Profile::read_dir(dir)?;
+            prof.load = load.clone();
+            let choice = mapper::pipeline::guarded_plan(&a.strategy, &prof, dir, &topo, a.seed)?;
+            say!("cmlb: map: {}", choice.line);
+            let mut plan = choice.plan;
+            if let Some(c) = &costs {
+                mapper::compare::add_mram_cost(&mut plan, &input, c);
+            }
+            plan
+        }
+        _ => plan_for(&a.strategy, &input, samples.as_ref(), costs.as_ref())?,
+    };
     // Write the file first: if that fails the user sees only the error, not a plan that
     // looks saved.
     if let Some(out) = &a.out {

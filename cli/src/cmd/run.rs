@@ -297,6 +297,7 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         duration: None,
         prerun_secs: a.time,
         run_anyway: false,
+        max_runs: None,
         bind: a.bind,
         topology: a.topology.clone(),
         strategy: a.strategy.clone(),

@@ -20,12 +20,10 @@ export HOME=/tmp XDG_CACHE_HOME=/tmp/cache
 node_of() { echo " $cpunode " | sed -n "s/.* $1:\([0-9]*\) .*/\1/p"; }
 
 # No systemd in the guest: slurmd's cgroup/v2 plugin must not ask systemd's dbus for a scope
-# (slurmd 22.05 loads a cgroup plugin even with proctrack/linuxproc). cgroup.conf sits next to
-# slurm.conf, which `cluster start` writes into the same directory and leaves this file alone.
-for d in "$CMLB_CLUSTER_DIR" /tmp/cmlb-e2e; do
-    mkdir -p "$d"
-    printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n' >"$d/cgroup.conf"
-done
+# (slurmd 22.05 loads a cgroup plugin even with proctrack/linuxproc). `cluster start` writes
+# this cgroup.conf beside slurm.conf (the e2e suite's clusters too).
+export CMLB_CGROUP_CONF='CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes'
+mkdir -p "$CMLB_CLUSTER_DIR"
 step() { echo "NUMA-LOG slurm| $(cut -d' ' -f1 /proc/uptime) $*"; }
 step "cluster start"
 # To files, not a pipe: the daemons it starts keep a pipe open and $(...) would never end.
