@@ -170,10 +170,10 @@ fn metrics_match_hand_computed_values() {
     assert_eq!(plan.metrics.numa_load, vec![8.0, 2.0]);
     assert_eq!(plan.metrics.load_std, 3.0);
     assert_eq!(plan.metrics.remote_comm, 4.0);
-    // cmlb: seed 0 (load 4); 1 is the top-ranked partner and takes the last slot (it was never
-    // rejected, so it is not on the over-load list): {0,1} = 8, {2,3} = 2.
+    // cmlb: seed 0 (load 4, target 5); the last slot goes to the thread that brings the group
+    // closest to its target, a light one, not the top-ranked heavy partner 1: 5 and 5.
     let plan = compute_plan("cmlb", &input2).unwrap();
-    assert_eq!(plan.metrics.numa_load, vec![8.0, 2.0]);
+    assert_eq!(plan.metrics.numa_load, vec![5.0, 5.0]);
     // The default puts balance first: one heavy thread per node ({1,3} / {0,2}), which cuts
     // the two 10-pairs: RemoteComm 20.
     let plan = compute_plan(DEFAULT, &input2).unwrap();
