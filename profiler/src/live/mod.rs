@@ -18,6 +18,9 @@ pub mod threads;
 pub mod watch;
 
 mod assemble;
+mod knobs;
+mod sampling;
+mod start;
 
 use crate::error::{ProfileError, Result};
 use crate::probe::{Backend, Probe};
@@ -25,10 +28,9 @@ use crate::sample::{AccessKind, Sample};
 use events::{OpenOpts, Stream, StreamKind};
 use mapper::profile::Profile;
 use records::Rec;
-use std::io::Write;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 pub use watch::WatchConfig;
 
 /// What to profile.
@@ -406,197 +408,37 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         install_signal_handlers();
     }
 
-    let (root, mut child, existing, mut opened, command): (
-        i32,
-        Option<Child>,
-        _,
-        Opened,
-        Vec<String>,
-    ) = match &cfg.target {
-        Target::Launch(argv) => {
-            let (child, opened) = launch::launch(argv, |pid| {
-                let mut o = open_streams(&[pid], &cpus, backend, cfg, true, cfg.watch.slots, &hw)?;
-                o.streams.extend(open_cpu_wide(&cpus, &hw, cfg)?);
-                Ok(o)
-            })?;
-            let pid = child.id() as i32;
-            (
-                pid,
-                Some(child),
-                vec![(pid, String::new())],
-                opened,
-                argv.clone(),
-            )
-        }
-        Target::Attach(pid) => {
-            let pid = *pid;
-            if pid <= 0 || !process_alive(pid) {
-                return Err(ProfileError::NoSuchProcess(pid));
-            }
-            let mut existing =
-                threads::existing_threads(pid).map_err(|_| ProfileError::NoSuchProcess(pid))?;
-            let tids: Vec<i32> = existing.iter().map(|t| t.0).collect();
-            let mut opened = open_streams(&tids, &cpus, backend, cfg, false, cfg.watch.slots, &hw)?;
-            opened.streams.extend(open_cpu_wide(&cpus, &hw, cfg)?);
-            // Threads created while the events were being opened have no inherited
-            // events: open theirs too, until the thread list is stable.
-            for _ in 0..10 {
-                let now = threads::existing_threads(pid).unwrap_or_default();
-                let new: Vec<(i32, String)> = now
-                    .into_iter()
-                    .filter(|(t, _)| !existing.iter().any(|(e, _)| e == t))
-                    .collect();
-                if new.is_empty() {
-                    break;
-                }
-                let tids: Vec<i32> = new.iter().map(|t| t.0).collect();
-                let more = open_streams(&tids, &cpus, backend, cfg, false, opened.slots, &hw)?;
-                opened.streams.extend(more.streams);
-                existing.extend(new);
-            }
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| {
-                    b.split(|&c| c == 0)
-                        .filter(|s| !s.is_empty())
-                        .map(|s| String::from_utf8_lossy(s).into_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            (pid, None, existing, opened, cmdline)
-        }
-    };
+    // Phase 1: the target with its events open (start.rs).
+    let start::Started {
+        root,
+        mut child,
+        existing,
+        mut opened,
+        command,
+    } = start::start(cfg, backend, &cpus, &hw)?;
     warnings.append(&mut opened.warnings);
     let slots = opened.slots;
-    let mut streams = opened.streams;
 
-    let start = Instant::now();
-    let deadline = cfg.duration.map(|d| start + d);
-    let mut sched = (backend == Backend::Watch && slots > 0).then(|| {
-        let watch_cfg = WatchConfig { slots, ..cfg.watch };
-        watch::Scheduler::new(watch_cfg, start, root as u64 ^ 0x9e37_79b9_7f4a_7c15)
-    });
-    let mut address_space = watch::ProcAddressSpace::new(root);
-    // With --follow-children the root is often a shell or launcher that only waits: the
-    // words are taken from the followed process with the most live threads instead.
-    let mut followed = cfg
-        .follow_children
-        .then(|| threads::ThreadTable::new(root, existing.clone(), true));
-    let mut data = Collected::default();
-    let mut recs = Vec::new();
-    let mut exit_status = None;
-    let mut last_progress = start;
-    let mut watch_errors = 0u64;
-    let mut stopped_by_signal = false;
+    // Phase 2: sampling until the end (sampling.rs).
+    let sampling::Sampled {
+        mut data,
+        mut exit_status,
+        stopped_by_signal,
+        watch_errors,
+        elapsed,
+        sched,
+        followed,
+    } = sampling::sample(
+        cfg,
+        backend,
+        opened.streams,
+        slots,
+        root,
+        &existing,
+        &mut child,
+    );
 
-    loop {
-        for s in streams.iter_mut() {
-            data.skipped += s.drain(&mut recs);
-        }
-        let hits = data.absorb(&mut recs, sched.as_mut(), followed.as_mut());
-        let now = Instant::now();
-        if let Some(sc) = sched.as_mut() {
-            sc.add_hits(hits, now);
-            // Read by the scheduler only when it chooses a new set of words.
-            if let Some(pid) = followed.as_ref().and_then(|t| t.busiest_process()) {
-                address_space.set_pid(pid);
-            }
-            match sc.step(now, &mut address_space) {
-                Some(watch::Action::Arm(addrs)) => {
-                    for s in streams.iter_mut() {
-                        if let StreamKind::Watch(k) = s.kind {
-                            let r = match addrs.get(k) {
-                                Some(&a) => s.arm(a),
-                                None => s.disarm(),
-                            };
-                            // A thread that exits races with the ioctl: not fatal.
-                            if r.is_err() {
-                                watch_errors += 1;
-                            }
-                        }
-                    }
-                }
-                Some(watch::Action::Disarm) => {
-                    for s in streams.iter_mut() {
-                        if matches!(s.kind, StreamKind::Watch(_)) && s.disarm().is_err() {
-                            watch_errors += 1;
-                        }
-                    }
-                }
-                None => {}
-            }
-        }
-        if cfg.progress
-            && now.duration_since(start) > Duration::from_secs(2)
-            && now.duration_since(last_progress) >= Duration::from_millis(500)
-        {
-            last_progress = now;
-            let mut e = std::io::stderr().lock();
-            let _ = write!(
-                e,
-                "\rcmlb profile: {:.1} s, {} samples, {} lost   ",
-                now.duration_since(start).as_secs_f64(),
-                data.fault.len() + data.watch.len(),
-                data.lost
-            );
-            let _ = e.flush();
-        }
-        // Stop conditions.
-        if let Some(c) = child.as_mut() {
-            if let Ok(Some(st)) = c.try_wait() {
-                exit_status = Some(st);
-                break;
-            }
-        } else if !process_alive(root) {
-            break;
-        }
-        if deadline.is_some_and(|d| now >= d) {
-            break;
-        }
-        if cfg.handle_signals {
-            let sig = SIGNAL.swap(0, Ordering::SeqCst);
-            if sig != 0 {
-                match child.as_ref() {
-                    Some(c) if sig != libc::SIGINT => {
-                        // The command did not necessarily get it (e.g. `kill cmlb`): pass it on.
-                        let _ = nix::sys::signal::kill(
-                            nix::unistd::Pid::from_raw(c.id() as i32),
-                            nix::sys::signal::Signal::try_from(sig).ok(),
-                        );
-                    }
-                    Some(_) => {} // Ctrl-C reached the command too; wait for it to exit.
-                    None => {
-                        stopped_by_signal = true;
-                        break;
-                    }
-                }
-            }
-        }
-        let mut wake = now + cfg.tick;
-        if let Some(sc) = sched.as_ref() {
-            wake = wake.min(sc.next_at());
-            if sc.is_armed() {
-                // Check the hit budget often while watchpoints are armed.
-                wake = wake.min(now + Duration::from_millis(1));
-            }
-        }
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
-        let now = Instant::now();
-        if wake > now {
-            std::thread::sleep(wake - now);
-        }
-    }
-    let elapsed = start.elapsed();
-    for s in streams.iter_mut() {
-        if matches!(s.kind, StreamKind::Watch(_)) {
-            let _ = s.disarm();
-        }
-        let _ = s.sampler.as_counter_mut().disable();
-        data.skipped += s.drain(&mut recs);
-    }
-    data.absorb(&mut recs, sched.as_mut(), followed.as_mut());
-    drop(streams);
+    // Phase 3: what the run leaves to say, then the profile (knobs.rs, assemble.rs).
     // Followed processes that outlive the command (`sh -c 'app &'`) are not waited for (a
     // daemon would keep cmlb forever): say that their profile is cut short. After the last
     // drain, so a fork just before the command's exit is known.
@@ -654,51 +496,20 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     for r in &data.task_recs {
         table.apply(r);
     }
-    let mut knobs = vec![("backend".to_string(), backend.to_string())];
     let period = match backend {
         Backend::Hw => cfg.period.unwrap_or(crate::hw::events::THESIS_PERIOD),
         _ => cfg.period.unwrap_or(1),
     };
-    knobs.push(("period".into(), period.to_string()));
-    if backend == Backend::Hw {
-        let labels: Vec<&str> = hw.0.iter().map(|e| e.label.as_str()).collect();
-        knobs.push(("hw_events".into(), labels.join(" ")));
-    }
-    knobs.push(("buffer_kib".into(), cfg.buffer_kib.to_string()));
-    if backend == Backend::Watch {
-        let w = WatchConfig { slots, ..cfg.watch };
-        knobs.push(("watch_slots".into(), w.slots.to_string()));
-        knobs.push(("watch_window_ms".into(), fmt_ms(w.window)));
-        knobs.push(("watch_interval_ms".into(), fmt_ms(w.interval)));
-        knobs.push(("watch_hold".into(), w.hold.to_string()));
-        knobs.push(("watch_max_hits".into(), w.max_hits.to_string()));
-        knobs.push(("watch_max_window_ms".into(), fmt_ms(w.max_window)));
-        knobs.push(("watch_duty_cycle".into(), format!("{:.3}", w.duty_cycle())));
-        knobs.push((
-            "watch_max_duty_cycle".into(),
-            format!("{:.3}", w.max_duty_cycle()),
-        ));
-        if let Some(sc) = sched.as_ref() {
-            knobs.push((
-                "watch_armed_fraction".into(),
-                format!(
-                    "{:.3}",
-                    sc.armed_time.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)
-                ),
-            ));
-            knobs.push(("watch_words".into(), sc.words.to_string()));
-            knobs.push(("watch_shared_words".into(), sc.shared_words.to_string()));
-            knobs.push(("watch_hits".into(), data.watch.len().to_string()));
-        }
-        knobs.push((
-            "watch_windows".into(),
-            sched.as_ref().map_or(0, |s| s.windows).to_string(),
-        ));
-        knobs.push((
-            "watch_windows_cut".into(),
-            sched.as_ref().map_or(0, |s| s.cut_windows).to_string(),
-        ));
-    }
+    let knobs = knobs::knobs(
+        cfg,
+        backend,
+        period,
+        &hw,
+        slots,
+        sched.as_ref(),
+        elapsed,
+        data.watch.len(),
+    );
     let fault_samples = data.fault.len() as u64;
     let watch_samples = data.watch.len() as u64;
     let hw_samples = data.hw.len() as u64;
@@ -758,6 +569,7 @@ fn fmt_ms(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     /// A process with unknown mappings (every fault address is a candidate).
     struct Pid(i32);
