@@ -81,7 +81,7 @@ pub struct Args {
     watch_max_hits: u32,
     /// Analyse a recorded trace instead of running anything: FORMAT is perf-script (output of
     /// `perf script` with tid, time and addr, e.g. after `perf mem record`) or csv
-    /// (tid,time_ns,addr,kind[,dram]).
+    /// (columns tid, time_ns, addr, kind and, optionally, dram).
     #[arg(long, num_args = 2, value_names = ["FORMAT", "FILE"], conflicts_with_all = ["command", "attach"])]
     import: Option<Vec<String>>,
     /// Merge this run into the profile already in --out if it is one of the same command

@@ -30,12 +30,12 @@ pub struct Evidence {
     pub samples: u64,
     /// Profiled seconds (summed over merged runs).
     pub seconds: f64,
-    /// Sharing events: Σ_{i<j} A[i][j] (each communication counted once).
+    /// Sharing events: Σ_{i<j} `A[i][j]` (each communication counted once).
     pub sharing_events: f64,
     pub threads: usize,
     /// Threads whose row of the matrix is all zero: nothing is known about their partners.
     pub threads_without_data: Vec<usize>,
-    /// Pairs i < j with A[i][j] > 0, out of `pairs_possible` = n(n-1)/2.
+    /// Pairs i < j with `A[i][j]` > 0, out of `pairs_possible` = n(n-1)/2.
     pub pairs_observed: usize,
     pub pairs_possible: usize,
     /// Split-half stability: Pearson correlation of the two halves' pair counts (all pairs

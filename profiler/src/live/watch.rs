@@ -15,7 +15,7 @@
 //!   the budget halves it (the cost is the traps, which the budget bounds, not the armed time);
 //! * a word stays selected for at most `hold` windows, so threads that were descheduled
 //!   during one window are caught in the next (oversubscribed runs), if it has shown two
-//!   threads; any other word is replaced after [`PROBATION`] window (most words are private).
+//!   threads; any other word is replaced after `PROBATION` window (most words are private).
 //!
 //! Words go where evidence is missing: owners (the threads whose faults gave the candidate
 //! words) not yet seen sharing come first, and one refill in four one slot takes a word of a
