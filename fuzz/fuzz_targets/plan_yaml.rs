@@ -10,7 +10,8 @@ fuzz_target!(|data: &[u8]| {
     match Plan::read_yaml(&p) {
         Ok(plan) => {
             let back = scratch().join("plan-back.yaml");
-            plan.write_yaml(&back).expect("write_yaml of a plan that was read");
+            plan.write_yaml(&back)
+                .expect("write_yaml of a plan that was read");
             let again = Plan::read_yaml(&back).expect("re-read a written plan");
             assert_eq!(plan, again, "plan.yaml round trip");
         }

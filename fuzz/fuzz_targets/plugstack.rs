@@ -4,7 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     let words: Vec<&str> = s.split_whitespace().collect();
     match cmlb_slurm::options::parse_site(&words) {
         Ok(c) => {

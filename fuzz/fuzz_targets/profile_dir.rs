@@ -25,7 +25,8 @@ fuzz_target!(|data: &[u8]| {
         Ok(p) => {
             let out = scratch().join("profile-back");
             let _ = std::fs::remove_dir_all(&out);
-            p.write_dir(&out).expect("write_dir of a profile that was read");
+            p.write_dir(&out)
+                .expect("write_dir of a profile that was read");
             let back = Profile::read_dir(&out).expect("re-read a written profile");
             assert_eq!(p, back, "profile round trip");
         }

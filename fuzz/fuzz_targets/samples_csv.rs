@@ -13,7 +13,11 @@ fuzz_target!(|data: &[u8]| {
             let mut rows = Vec::new();
             for (t, addrs) in log.threads.iter().enumerate() {
                 for (k, a) in addrs.iter().enumerate() {
-                    rows.push(LoggedSample { thread: t, time_ns: k as u64, addr: *a });
+                    rows.push(LoggedSample {
+                        thread: t,
+                        time_ns: k as u64,
+                        addr: *a,
+                    });
                 }
             }
             let back = scratch().join("samples-back.csv");

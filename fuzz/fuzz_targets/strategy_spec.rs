@@ -5,7 +5,9 @@ use libfuzzer_sys::fuzz_target;
 use mapper::StrategySpec;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(spec) = StrategySpec::parse(s) {
         let text = spec.to_string();
         let again = StrategySpec::parse(&text)

@@ -18,11 +18,17 @@ fuzz_target!(|data: &[u8]| {
     match Profile::read_dir(&dir) {
         Ok(p) => {
             let fine = |v: f64| v.is_finite() && v >= 0.0;
-            assert!(p.timeline.iter().all(|r| fine(r.t_ms) && fine(r.samples) && fine(r.smoothed)));
+            assert!(p
+                .timeline
+                .iter()
+                .all(|r| fine(r.t_ms) && fine(r.samples) && fine(r.smoothed)));
             let out = scratch().join("tl-back");
             let _ = std::fs::remove_dir_all(&out);
             p.write_dir(&out).expect("write_dir");
-            assert_eq!(Profile::read_dir(&out).expect("re-read").timeline, p.timeline);
+            assert_eq!(
+                Profile::read_dir(&out).expect("re-read").timeline,
+                p.timeline
+            );
         }
         Err(e) => assert_names(&e, &tl),
     }

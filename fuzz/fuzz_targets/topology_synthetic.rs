@@ -5,7 +5,9 @@ use libfuzzer_sys::fuzz_target;
 use mapper::topology::Topology;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     // `live`, paths and `.xml` names select other sources (topology_xml covers XML).
     if s.trim() == "live" || s.contains('/') || s.trim_end().ends_with(".xml") || s.len() > 256 {
         return;
