@@ -64,6 +64,11 @@ fn parse_addr(s: &str) -> Option<u64> {
     }
 }
 
+/// Largest thread count a `samples.csv` may describe: thread indices are dense from 0, so one
+/// corrupt index (e.g. 7777777777777772) would otherwise make [`SampleLog::from_samples`] ask for
+/// a vector that long and abort the process (in slurmstepd, too) instead of returning an error.
+pub const MAX_SAMPLE_THREADS: usize = 1 << 16;
+
 /// Read `samples.csv`. Errors name the file and line.
 pub fn read_samples_csv(path: &Path) -> Result<SampleLog> {
     let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
@@ -95,6 +100,12 @@ pub fn read_samples_csv(path: &Path) -> Result<SampleLog> {
         let thread = f[0]
             .parse()
             .map_err(|_| bad(&format!("tid_index '{}' is not a thread index", f[0])))?;
+        if thread >= MAX_SAMPLE_THREADS {
+            return Err(bad(&format!(
+                "tid_index {thread} is too large (at most {} threads)",
+                MAX_SAMPLE_THREADS
+            )));
+        }
         let time_ns = f[1]
             .parse()
             .map_err(|_| bad(&format!("time_ns '{}' is not a non-negative integer", f[1])))?;
@@ -142,6 +153,31 @@ mod tests {
         assert_eq!(log.threads, vec![vec![7], vec![0x80, 0x40, 9]]);
         std::fs::write(&p, "tid_index,time_ns,addr\n0,1,12\n0,0,0x10\n").unwrap();
         assert_eq!(read_samples_csv(&p).unwrap().threads, vec![vec![16, 12]]);
+    }
+
+    /// Found by the `samples_csv` fuzz target (fuzz/artifacts/samples_csv/crash-501d6401...):
+    /// a huge tid_index aborted the process with a failed allocation instead of an error.
+    #[test]
+    fn fuzz_regression_huge_tid_index_is_an_error_not_an_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(SAMPLES_FILE);
+        std::fs::write(
+            &p,
+            b"tid_index,time_ns,addr\n7777777777777772,10,0x7f0006\n",
+        )
+        .unwrap();
+        let e = read_samples_csv(&p).unwrap_err().to_string();
+        assert!(
+            e.contains(&p.display().to_string()) && e.contains("line 2"),
+            "{e}"
+        );
+        assert!(e.contains("tid_index 7777777777777772 is too large"), "{e}");
+        let last = MAX_SAMPLE_THREADS - 1;
+        std::fs::write(&p, format!("tid_index,time_ns,addr\n{last},1,2\n")).unwrap();
+        assert_eq!(
+            read_samples_csv(&p).unwrap().threads.len(),
+            MAX_SAMPLE_THREADS
+        );
     }
 
     #[test]

@@ -151,7 +151,8 @@ fn synthetic_counts(description: &str) -> Vec<u128> {
     description
         .split_whitespace()
         .filter_map(|tok| {
-            let count = tok.split_once(':')?.1;
+            // hwloc also accepts bare counts ("4 4 2": types inferred), so they count too.
+            let count = tok.split_once(':').map_or(tok, |(_, c)| c);
             let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
             if digits.is_empty() {
                 return None;
@@ -319,6 +320,19 @@ fn numa_distances(t: &hwlocality::Topology, topo: &Topology) -> Option<Vec<Vec<f
 
 #[cfg(test)]
 mod tests {
+
+    /// Found by the `topology_synthetic` fuzz target (timeout-04f08174...): hwloc takes bare
+    /// counts, and "44444444" (44 million PUs) ran for minutes past the PU limit.
+    #[test]
+    fn fuzz_regression_bare_count_is_limited() {
+        let t0 = std::time::Instant::now();
+        let e = Topology::from_synthetic("44444444")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("44444444 PUs"), "{e}");
+        assert!(t0.elapsed().as_secs() < 2);
+        assert_eq!(Topology::from_synthetic("2 2").unwrap().num_pus(), 4);
+    }
     use super::*;
 
     #[test]

@@ -1,0 +1,14 @@
+//! An hwloc XML topology file (`--topology FILE.xml`, plugstack `topology=`): no panic, no
+//! abort inside hwloc; an error names the file; a topology that loads has at least one PU.
+#![no_main]
+use cmlb_fuzz::{assert_names, file};
+use libfuzzer_sys::fuzz_target;
+use mapper::topology::Topology;
+
+fuzz_target!(|data: &[u8]| {
+    let p = file("topo.xml", data);
+    match Topology::load(p.to_str().unwrap()) {
+        Ok(t) => assert!(t.num_pus() > 0, "XML topology has no PU"),
+        Err(e) => assert_names(&e, &p),
+    }
+});
