@@ -694,3 +694,41 @@ fn accumulate_merges_runs_of_the_same_command() {
     );
     assert_eq!(r.status.code(), Some(2), "{}", text(&r.stderr));
 }
+
+/// Every fault-based backend writes a profile that `cmlb map` reads back (the matrix and its
+/// held-out halves agree; the page-level case is `live::assemble`'s unit test).
+#[test]
+fn every_backend_writes_a_profile_that_maps() {
+    let d = tempfile::tempdir().unwrap();
+    for backend in ["faults", "numa-faults", "watch"] {
+        let out = d.path().join(backend);
+        let o = cmlb(
+            &[
+                "profile",
+                "--backend",
+                backend,
+                "--out",
+                out.to_str().unwrap(),
+                "--",
+                &wl("pairs"),
+                "4",
+                "0.5",
+            ],
+            &[],
+        );
+        assert!(o.status.success(), "{backend}: {}", text(&o.stderr));
+        let m = cmlb(
+            &[
+                "map",
+                "--profile",
+                out.to_str().unwrap(),
+                "--topology",
+                "numa:2 core:2 pu:1",
+                "--format",
+                "json",
+            ],
+            &[],
+        );
+        assert!(m.status.success(), "{backend}: {}", text(&m.stderr));
+    }
+}

@@ -102,6 +102,31 @@ pub fn choose(
     };
     let no_data = threads_without_data(&profile.comm);
     if no_data.len() == n {
+        // Nothing shares, so communication cannot tell plans apart, but the memory loads can:
+        // a plan that spreads them clearly better than creation order is kept for that alone
+        // (a skewed program whose heavy threads creation order would put on one node).
+        let plan = plan_with(&profile.comm)?;
+        let (lp, lc) = (plan.metrics.load_std, prior.metrics.load_std);
+        if MATRIX_FREE.contains(&plan.strategy.as_str()) && !plan.assignment.is_empty() {
+            return Ok(Choice {
+                line: format!(
+                    "strategy '{}' does not map from the profile: nothing to check",
+                    plan.strategy
+                ),
+                plan,
+                used_prior: false,
+            });
+        }
+        if !plan.assignment.is_empty() && lp < lc * (1.0 - TOLERANCE) {
+            return Ok(Choice {
+                line: format!(
+                    "profile has no sharing data; plan kept for memory-load balance \
+                     (Load_std {lp:.4e}, compact {lc:.4e})"
+                ),
+                plan,
+                used_prior: false,
+            });
+        }
         return Ok(prior_choice("profile has no sharing data".into()));
     }
     let total_pairs = estimated_pairs(profile.halves.as_ref());

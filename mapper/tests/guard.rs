@@ -331,3 +331,36 @@ fn profiles_without_halves_are_judged_in_sample() {
     assert!(o.used_prior, "{}", o.line);
     assert!(o.line.contains("without held-out halves"), "{}", o.line);
 }
+
+/// A program whose threads share nothing but whose loads are skewed: communication cannot tell
+/// plans apart, the memory loads can. The default's balanced plan is kept (creation order would
+/// put both heavy threads on one node); with equal loads creation order stays.
+#[test]
+fn no_sharing_data_keeps_a_plan_that_balances_the_loads() {
+    let topo = Topology::from_synthetic("numa:2 core:4 pu:1").unwrap();
+    let zero = CommMatrix::zeros(8);
+    let mut p = sampled(&zero, 0, 0.0, &mut ChaCha8Rng::seed_from_u64(3));
+    for (load, kept) in [
+        (vec![1.0, 4.0, 1.0, 4.0, 1.0, 1.0, 1.0, 1.0], true),
+        (vec![1.0; 8], false),
+    ] {
+        p.load = load.clone();
+        let plan_with = |m: &CommMatrix| {
+            compute_plan(
+                "cmlb-refine",
+                &MapInput {
+                    comm: m,
+                    load: &load,
+                    topology: &topo,
+                    seed: 1,
+                },
+            )
+        };
+        let o = guard::choose(&p, &topo, &plan_with).unwrap();
+        assert_eq!(!o.used_prior, kept, "{:?}: {}", load, o.line);
+        if kept {
+            assert!(o.line.contains("memory-load balance"), "{}", o.line);
+            assert_eq!(o.plan.metrics.load_std, 0.0, "{}", o.line);
+        }
+    }
+}

@@ -100,7 +100,9 @@ pub fn build(
         };
         let comm = analyze(&fault, &threads, &comm_params)?;
         let mut p = analyze(&fault, &threads, &base)?;
+        // The matrix and its held-out halves come from the same counting.
         p.comm = comm.comm;
+        p.halves = comm.halves;
         for (k, v) in comm.meta.params {
             if k.starts_with("comm.") {
                 p.meta.params.insert(k, v);
@@ -164,4 +166,50 @@ pub fn build(
     }
     profile.update_evidence(1);
     Ok((profile, log))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::AccessKind;
+
+    fn fault(tid: i32, time_ns: u64, addr: u64) -> Sample {
+        Sample {
+            tid,
+            time_ns,
+            addr,
+            kind: AccessKind::Unknown,
+            dram: None,
+        }
+    }
+
+    /// NUMA hinting faults of two threads on one page (different cache lines), 0.5 s apart:
+    /// a communication for the page-level counting of numa-faults, none per 64 B line. The
+    /// profile's held-out halves must come from the same counting as its matrix.
+    #[test]
+    fn numa_faults_count_per_page_and_halves_match_the_matrix() {
+        let table = ThreadTable::new(100, vec![(100, "a".into()), (101, "b".into())], false);
+        let page = 0x7f00_0000_0000u64;
+        let mut samples = Vec::new();
+        for k in 0..20u64 {
+            let t = k * 2_000_000_000;
+            samples.push(fault(100, t, page + 64));
+            samples.push(fault(101, t + 500_000_000, page + 1024));
+        }
+        let meta = Meta {
+            command: vec!["x".into()],
+            backend: Backend::NumaFaults,
+            period: 1,
+            duration_s: 40.0,
+            lost: 0,
+            knobs: Vec::new(),
+            watch_interval_ns: 50_000_000,
+            watch_hold: 1,
+            sample_log_limit: 0,
+        };
+        let (p, _) = build(&table, samples, Vec::new(), Vec::new(), meta).unwrap();
+        assert!(p.comm.get(0, 1) > 0.0, "page-level sharing counted");
+        let (a, b) = p.halves.as_ref().expect("halves");
+        assert_eq!(a.get(0, 1) + b.get(0, 1), p.comm.get(0, 1));
+    }
 }
