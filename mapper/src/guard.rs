@@ -143,6 +143,36 @@ pub fn choose(
     }
     let full_pus = pus_of(&full, topology, n)?;
     let in_sample = Fold::score(&profile.comm, &full_pus, &prior_pus, topology, metric);
+    // Memory-load balance is the other half of CMLB's objective and does not depend on the
+    // sharing data: where the communication evidence does not carry the plan, a plan that
+    // spreads the load clearly better than creation order (Load_std below compact's by more
+    // than the tolerance) and costs no more communication on the whole profile (within the
+    // tolerance) is still kept, for its balance.
+    let full_metrics = metrics::compute(&profile.comm, &profile.load, topology, &full_pus);
+    let balances = full_metrics.load_std < prior.metrics.load_std * (1.0 - TOLERANCE)
+        && full_metrics.remote_comm <= prior.metrics.remote_comm * (1.0 + TOLERANCE);
+    let fallback = |why: String| -> Choice {
+        if !balances {
+            return prior_choice(why);
+        }
+        let mut plan = full.clone();
+        plan.metrics = metrics::Metrics {
+            mapping_ms: full.metrics.mapping_ms,
+            ..full_metrics.clone()
+        };
+        Choice {
+            line: format!(
+                "{why}, but the plan balances memory load: kept (Load_std {:.4e}, compact \
+                 {:.4e}; RemoteComm {:.4e}, compact {:.4e})",
+                full_metrics.load_std,
+                prior.metrics.load_std,
+                full_metrics.remote_comm,
+                prior.metrics.remote_comm
+            ),
+            plan,
+            used_prior: false,
+        }
+    };
     let gaps = if no_data.is_empty() {
         String::new()
     } else {
@@ -165,14 +195,14 @@ pub fn choose(
             (f, true)
         }
         Some(_) => {
-            return Ok(prior_choice(format!(
+            return Ok(fallback(format!(
                 "profile too thin (one half of its sharing events is empty; {} of {n} threads \
                  without data)",
                 no_data.len()
             )))
         }
         None if !no_data.is_empty() => {
-            return Ok(prior_choice(format!(
+            return Ok(fallback(format!(
                 "profile without held-out halves (older cmlb or an import) and {} of {n} \
                  threads without sharing data",
                 no_data.len()
@@ -193,10 +223,10 @@ pub fn choose(
         test.losses
     );
     if !test.passes() {
-        return Ok(prior_choice(format!("profile too thin ({summary})")));
+        return Ok(fallback(format!("profile too thin ({summary})")));
     }
     if in_sample.plan > in_sample.prior {
-        return Ok(prior_choice(format!(
+        return Ok(fallback(format!(
             "plan worse than compact on the whole profile ({summary})"
         )));
     }

@@ -362,5 +362,16 @@ fn no_sharing_data_keeps_a_plan_that_balances_the_loads() {
             assert!(o.line.contains("memory-load balance"), "{}", o.line);
             assert_eq!(o.plan.metrics.load_std, 0.0, "{}", o.line);
         }
+        // A few stray sharing events (too thin to carry a plan) change nothing.
+        let mut noisy = p.clone();
+        let mut a = CommMatrix::zeros(8);
+        a.add_sym(2, 6, 1.0);
+        noisy.comm = a.clone();
+        noisy.halves = Some((a, CommMatrix::zeros(8)));
+        let o = guard::choose(&noisy, &topo, &plan_with).unwrap();
+        assert_eq!(!o.used_prior, kept, "thin, {:?}: {}", load, o.line);
+        if kept {
+            assert!(o.line.contains("balances memory load"), "{}", o.line);
+        }
     }
 }

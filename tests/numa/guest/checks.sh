@@ -124,7 +124,9 @@ check_placement() {
     fi
     log ft-default </tmp/ft-default.err
     measure placement-prerun "seconds=$(since "$t0") backend=$(sed -n 's/^backend: *//p' /tmp/prof-ft/profile.yaml)"
-    for s in cmlb-refine compact scatter; do
+    # random (seeded): a plan that differs from compact on every shape, whatever the default's
+    # guard decides for this profile (it may keep creation order).
+    for s in cmlb-refine compact scatter random; do
         if [ "$s" != cmlb-refine ]; then
             cmlb run --profile /tmp/prof-ft --strategy "$s" -- $ft >/tmp/ft-$s.out 2>/tmp/ft-$s.err ||
                 { fail placement-$s "cmlb run --strategy $s failed: $(tail -c 300 /tmp/ft-$s.err)"; continue; }
@@ -150,7 +152,7 @@ check_placement() {
     # threads on different nodes (compact and scatter coincide with one PU per node); the pages
     # of A's run judged against B's plan must miss.
     apart=""
-    for pair in compact:scatter cmlb-refine:compact cmlb-refine:scatter; do
+    for pair in compact:scatter cmlb-refine:compact cmlb-refine:scatter compact:random; do
         x=${pair%:*}
         y=${pair#*:}
         eval "px=\$plan_$(echo $x | tr - _); py=\$plan_$(echo $y | tr - _)"
@@ -168,7 +170,7 @@ check_placement() {
         fi
         break
     done
-    [ -n "$apart" ] || fail placement-apart "no two of cmlb-refine, compact, scatter gave different node plans"
+    [ -n "$apart" ] || fail placement-apart "no two of cmlb-refine, compact, scatter, random gave different node plans"
 }
 
 # ---------------------------------------------------------------------------------------------
