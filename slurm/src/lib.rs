@@ -4,5 +4,6 @@
 //! applies them inside slurmstepd; `cmlb doctor` checks a node against them; the man page
 //! `cmlb_spank(8)` is generated from them. Pure functions, unit-tested without Slurm.
 
+pub mod companions;
 pub mod options;
 pub mod scratch;

@@ -8,6 +8,7 @@ use crate::ffi::{self, item, spank_t, LogLevel};
 use crate::options::{self, MapOpts, Mode, SiteConf};
 use crate::sys;
 use crate::{effective, with_state};
+use cmlb_slurm::companions;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
 use mapper::pipeline::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
@@ -196,18 +197,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
     let plan = step.compute()?;
 
     let dir = sys::plugin_dir();
-    let preload = sys::find_file(
-        site.preload.as_deref(),
-        &dir,
-        &[contract::PRELOAD_LIB, "cmlb_preload.so"],
-    )
-    .ok_or_else(|| {
-        Skip(format!(
-            "{} not found next to the plugin ({}); set preload= in plugstack.conf",
-            contract::PRELOAD_LIB,
-            dir.display()
-        ))
-    });
+    let preload = companions::preload_lib(site, &dir).map_err(Skip);
     let wraps = plan.tasks.iter().any(|t| {
         matches!(
             t.action,
@@ -223,7 +213,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
     let plural = if s.ntasks == 1 { "" } else { "s" };
     if wraps {
         let wrap = WrapOpts {
-            cmlb: sys::cmlb_binary(site, &dir).map_err(Skip)?,
+            cmlb: companions::cmlb_binary(site, &dir).map_err(Skip)?,
             backend: site.backend.clone(),
             period: opts.period,
             duration: opts.time_set.then_some(opts.time),

@@ -2,8 +2,7 @@
 //! directory, its companion files, ending a task.
 
 use crate::ffi::{self, LogLevel};
-use crate::options::SiteConf;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Log `msg` and end the task with exit status 1 before it execs. Why not `return -1`: Slurm
 /// honours a failing `task_init` only for a `required` plugin and ignores it for an `optional`
@@ -59,31 +58,4 @@ pub(crate) fn plugin_dir() -> PathBuf {
         }
     }
     PathBuf::from("/usr/lib/slurm")
-}
-
-pub(crate) fn find_file(explicit: Option<&Path>, dir: &Path, names: &[&str]) -> Option<PathBuf> {
-    if let Some(p) = explicit {
-        return p.is_file().then(|| p.to_path_buf());
-    }
-    names.iter().map(|n| dir.join(n)).find(|p| p.is_file())
-}
-
-pub(crate) fn cmlb_binary(site: &SiteConf, dir: &Path) -> Result<PathBuf, String> {
-    if let Some(p) = find_file(site.cmlb.as_deref(), dir, &["cmlb"]) {
-        return Ok(p);
-    }
-    if site.cmlb.is_none() {
-        for p in ["/usr/bin/cmlb", "/usr/local/bin/cmlb"] {
-            if Path::new(p).is_file() {
-                return Ok(PathBuf::from(p));
-            }
-        }
-    }
-    Err(format!(
-        "the cmlb binary was not found ({}); set cmlb= in plugstack.conf",
-        site.cmlb
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| format!("looked in {}, /usr/bin, /usr/local/bin", dir.display()))
-    ))
 }

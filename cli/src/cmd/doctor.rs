@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
+use cmlb_slurm::companions;
 use cmlb_slurm::options::{expand_scratch, parse_site, SiteConf};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -257,50 +258,31 @@ pub fn run(a: Args) -> Result<i32> {
     Ok(0)
 }
 
+/// The preload library and `cmlb` exactly where the plugin looks for them
+/// (`cmlb_slurm::companions`).
 fn companions(r: &mut Report, site: &SiteConf, dir: Option<&Path>) {
-    let preload = site
-        .preload
-        .clone()
-        .or_else(|| dir.map(|d| d.join(contract::PRELOAD_LIB)));
-    match preload {
-        Some(p) if p.is_file() => r.line(Verdict::Ok, "preload", &p.display().to_string(), None),
-        Some(p) => r.line(
-            Verdict::Fail,
-            "preload",
-            &format!("{} not found", p.display()),
-            Some("install it next to the plugin, or set preload= in plugstack.conf"),
-        ),
-        None => r.line(
+    let Some(dir) = dir else {
+        r.line(
             Verdict::Warn,
             "preload",
             "plugin location unknown",
             Some("give --plugin PATH"),
-        ),
-    }
-    let mut cands: Vec<PathBuf> = Vec::new();
-    match &site.cmlb {
-        Some(p) => cands.push(p.clone()),
-        None => {
-            cands.extend(dir.map(|d| d.join("cmlb")));
-            cands.push("/usr/bin/cmlb".into());
-            cands.push("/usr/local/bin/cmlb".into());
-        }
-    }
-    match cands.iter().find(|p| p.is_file()) {
-        Some(p) => r.line(Verdict::Ok, "cmlb", &p.display().to_string(), None),
-        None => r.line(
-            Verdict::Fail,
-            "cmlb",
-            &format!(
-                "not found (looked in {})",
-                cands
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+        );
+        return;
+    };
+    for (what, found) in [
+        ("preload", companions::preload_lib(site, dir)),
+        ("cmlb", companions::cmlb_binary(site, dir)),
+    ] {
+        match found {
+            Ok(p) => r.line(Verdict::Ok, what, &p.display().to_string(), None),
+            Err(e) => r.line(
+                Verdict::Fail,
+                what,
+                &e,
+                Some("install the cmlb package, or set the path in plugstack.conf"),
             ),
-            Some("install the cmlb package, or set cmlb= in plugstack.conf"),
-        ),
+        }
     }
 }
 
