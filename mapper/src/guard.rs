@@ -132,12 +132,21 @@ pub fn choose(
     let total_pairs = estimated_pairs(profile.halves.as_ref());
     let full = plan_with(&blend(&profile.comm, total_pairs))?;
     if full.assignment.is_empty() || MATRIX_FREE.contains(&full.strategy.as_str()) {
+        let line = format!(
+            "strategy '{}' does not map from the profile: nothing to check",
+            full.strategy
+        );
+        // Planned on the blended matrix: report the metrics of the profile's own.
+        let plan = if full.assignment.is_empty() {
+            full
+        } else {
+            let pus = pus_of(&full, topology, n)?;
+            let m = metrics::compute(&profile.comm, &profile.load, topology, &pus);
+            with_metrics(full, m)
+        };
         return Ok(Choice {
-            line: format!(
-                "strategy '{}' does not map from the profile: nothing to check",
-                full.strategy
-            ),
-            plan: full,
+            line,
+            plan,
             used_prior: false,
         });
     }
@@ -155,11 +164,7 @@ pub fn choose(
         if !balances {
             return prior_choice(why);
         }
-        let mut plan = full.clone();
-        plan.metrics = metrics::Metrics {
-            mapping_ms: full.metrics.mapping_ms,
-            ..full_metrics.clone()
-        };
+        let plan = with_metrics(full.clone(), full_metrics.clone());
         Choice {
             line: format!(
                 "{why}, but the plan balances memory load: kept (Load_std {:.4e}, compact \
@@ -230,12 +235,7 @@ pub fn choose(
             "plan worse than compact on the whole profile ({summary})"
         )));
     }
-    let mut plan = full;
-    let ms = plan.metrics.mapping_ms;
-    plan.metrics = metrics::Metrics {
-        mapping_ms: ms,
-        ..metrics::compute(&profile.comm, &profile.load, topology, &full_pus)
-    };
+    let plan = with_metrics(full, full_metrics);
     Ok(Choice {
         plan,
         used_prior: false,
@@ -443,6 +443,15 @@ pub fn blend(m: &CommMatrix, total_pairs: Option<f64>) -> CommMatrix {
 }
 
 /// Thread -> index into `t.pus` of a plan that binds every thread.
+/// `plan` with `m` (metrics on the profile's own matrix), keeping its mapping time.
+fn with_metrics(mut plan: Plan, m: metrics::Metrics) -> Plan {
+    plan.metrics = metrics::Metrics {
+        mapping_ms: plan.metrics.mapping_ms,
+        ..m
+    };
+    plan
+}
+
 fn pus_of(plan: &Plan, t: &Topology, n: usize) -> Result<Vec<usize>> {
     let mut pus = vec![usize::MAX; n];
     for a in &plan.assignment {

@@ -507,7 +507,8 @@ pub fn guarded_plan(
     } else {
         None
     };
-    let mut choice = crate::guard::choose(prof, topo, &|comm: &crate::CommMatrix| {
+    // The guard reports every plan's metrics on the profile's own matrix.
+    crate::guard::choose(prof, topo, &|comm: &crate::CommMatrix| {
         let input = MapInput {
             comm,
             load: &prof.load,
@@ -515,23 +516,7 @@ pub fn guarded_plan(
             seed,
         };
         plan_for(spec, &input, samples.as_ref())
-    })?;
-    // The guard may have planned on a blended matrix: report the plan's metrics on the
-    // profile's own, as every other plan's are.
-    let pus: Option<Vec<usize>> = choice
-        .plan
-        .assignment
-        .iter()
-        .map(|a| topo.pu_position(a.pu))
-        .collect();
-    if let Some(pus) = pus.filter(|p| p.len() == n) {
-        let mapping_ms = choice.plan.metrics.mapping_ms;
-        choice.plan.metrics = crate::metrics::Metrics {
-            mapping_ms,
-            ..crate::metrics::compute(&prof.comm, &prof.load, topo, &pus)
-        };
-    }
-    Ok(choice)
+    })
 }
 
 /// `dir/samples.csv` when the profile has one, checked against the profile's `n` threads.
