@@ -54,6 +54,19 @@ fn numa_scan_period_ns() -> u64 {
         * 1_000_000
 }
 
+/// Communication from a second analysis with its own parameters (numa-faults, watch): the
+/// matrix, its held-out halves (from the same counting, so they add up to it) and the
+/// `comm.*` parameters replace the load analysis' own.
+fn take_comm(p: &mut Profile, comm: Profile) {
+    p.comm = comm.comm;
+    p.halves = comm.halves;
+    for (k, v) in comm.meta.params {
+        if k.starts_with("comm.") {
+            p.meta.params.insert(k, v);
+        }
+    }
+}
+
 /// Build the profile. Page-fault samples feed the load vector and timeline (they are the only
 /// samples whose rate follows the memory a thread touches); communication is counted over
 /// all samples. Watchpoint hits come in short bursts one `interval` apart, so for them the
@@ -100,14 +113,7 @@ pub fn build(
         };
         let comm = analyze(&fault, &threads, &comm_params)?;
         let mut p = analyze(&fault, &threads, &base)?;
-        // The matrix and its held-out halves come from the same counting.
-        p.comm = comm.comm;
-        p.halves = comm.halves;
-        for (k, v) in comm.meta.params {
-            if k.starts_with("comm.") {
-                p.meta.params.insert(k, v);
-            }
-        }
+        take_comm(&mut p, comm);
         p
     } else if watch.is_empty() {
         log = sample_log(table, &fault, meta.sample_log_limit);
@@ -125,17 +131,11 @@ pub fn build(
         };
         let comm = analyze(&all, &threads, &comm_params)?;
         let mut p = analyze(&fault, &threads, &base)?;
-        p.comm = comm.comm;
-        p.halves = comm.halves;
         for (t, c) in p.meta.threads.iter_mut().zip(&comm.meta.threads) {
             t.samples = c.samples;
         }
         p.meta.samples = comm.meta.samples;
-        for (k, v) in comm.meta.params {
-            if k.starts_with("comm.") {
-                p.meta.params.insert(k, v);
-            }
-        }
+        take_comm(&mut p, comm);
         p
     };
     let m = &mut profile.meta;
