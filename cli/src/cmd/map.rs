@@ -6,7 +6,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use mapper::compare::{num, plan_for};
 use mapper::mram::LevelCosts;
 use mapper::plan::write_atomic;
-use mapper::profile::samples::{read_samples_csv, LoggedSample, SampleLog, SAMPLES_FILE};
+use mapper::profile::samples::{read_samples_csv, LoggedSample, SampleLog};
 use mapper::profile::{read_comm_csv, read_load_csv, Profile};
 use mapper::strategy::{self, MapInput};
 use mapper::topology::Topology;
@@ -222,8 +222,9 @@ fn read_inputs(a: &Args) -> anyhow::Result<(CommMatrix, Vec<f64>)> {
 fn read_samples(a: &Args, n: usize) -> anyhow::Result<Option<Arc<SampleLog>>> {
     let path = match (&a.samples, &a.profile) {
         (Some(p), _) => p.clone(),
-        (None, Some(dir)) if dir.join(SAMPLES_FILE).exists() => dir.join(SAMPLES_FILE),
-        _ => return Ok(None),
+        // The profile's own log, read and checked as every front end reads it.
+        (None, Some(dir)) => return Ok(mapper::pipeline::read_profile_samples(dir, n)?),
+        (None, None) => return Ok(None),
     };
     let log = read_samples_from(a, &path)?;
     if log.threads.len() > n {
