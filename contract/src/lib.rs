@@ -15,6 +15,7 @@
 //! It depends on libc only, because the preload library links it into every pinned program.
 
 pub mod cpulist;
+pub mod ranks;
 
 pub use cpulist::{format_cpu_list, parse_cpu_list, CpuListError};
 
