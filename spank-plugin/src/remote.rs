@@ -22,8 +22,13 @@ pub(crate) enum TaskDo {
     Nothing,
     /// Task mask = `share`, thread k on `pus[k]`.
     Pin { pus: Vec<u32>, share: Vec<u32> },
-    /// Re-exec the task as `words... <program> <args>` (profiler or pre-run), inside `share`.
-    Wrap { words: Vec<String>, share: Vec<u32> },
+    /// Re-exec the task as `words... <program> <args>` (profiler or pre-run), inside `share`;
+    /// with `trace`, the MPI tracer (library) records the task's rank traffic into the directory.
+    Wrap {
+        words: Vec<String>,
+        share: Vec<u32>,
+        trace: Option<(PathBuf, PathBuf)>,
+    },
 }
 
 /// What user_init decided for this step on this node.
@@ -120,6 +125,10 @@ struct SlurmStep {
     step: u32,
     uid: u32,
     ntasks: usize,
+    /// Nodes and tasks of the whole step, and the global id (MPI rank) of each local task.
+    nnodes: usize,
+    total: usize,
+    global: Vec<usize>,
     argv: Vec<String>,
     cores: String,
     omp_threads: Option<usize>,
@@ -136,6 +145,17 @@ fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
         "the local task count",
         ffi::get_u32(sp, item::S_JOB_LOCAL_TASK_COUNT),
     )? as usize;
+    let nnodes = ffi::get_u32(sp, item::S_JOB_NNODES).map_or(1, |n| n.max(1) as usize);
+    let total =
+        ffi::get_u32(sp, item::S_JOB_TOTAL_TASK_COUNT).map_or(ntasks, |n| (n as usize).max(ntasks));
+    let global: Vec<usize> = match (0..ntasks as u32)
+        .map(|l| ffi::local_to_global(sp, l).map(|g| g as usize))
+        .collect::<Option<Vec<usize>>>()
+    {
+        Some(g) => g,
+        None if total == ntasks => (0..ntasks).collect(),
+        None => return Err(Skip("Slurm did not give the tasks' global ids".into())),
+    };
     let argv = ffi::get_argv(sp)
         .filter(|a| !a.is_empty())
         .ok_or_else(|| Skip("Slurm did not give the command".into()))?;
@@ -160,6 +180,9 @@ fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
         step,
         uid,
         ntasks,
+        nnodes,
+        total,
+        global,
         argv,
         cores,
         omp_threads,
@@ -181,7 +204,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
     };
     let strategy = opts.strategy.clone().unwrap_or_default();
     let step = Step::from_slurm_cores(&machine, &s.cores)?
-        .tasks(s.ntasks)
+        .layout(&s.global, s.total, s.nnodes)
         .omp_threads(s.omp_threads)
         .command(&s.argv)
         .profile(match &explicit {
@@ -226,6 +249,23 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             strategy,
         };
         ensure_scratch(&s.scratch, s.uid).map_err(|e| Skip(e.0))?;
+        // A multi-task step's rank traffic: the MPI tracer, preloaded beside the profiler.
+        let ranks_out = plan.tasks.iter().find_map(|t| match &t.action {
+            TaskAction::Profile { ranks: Some(r), .. } => Some(r.clone()),
+            _ => None,
+        });
+        let mpi_lib = match &ranks_out {
+            Some(_) => match companions::mpi_lib(site, &dir) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    warn(&format!(
+                        "cmlb: warning: {e}: the rank matrix of this step is not recorded"
+                    ));
+                    None
+                }
+            },
+            None => None,
+        };
         let tasks = plan
             .tasks
             .iter()
@@ -233,17 +273,32 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                 Some(words) => TaskDo::Wrap {
                     words,
                     share: t.share.clone(),
+                    trace: match (&t.action, &mpi_lib) {
+                        (TaskAction::Profile { ranks: Some(r), .. }, Some(l)) => {
+                            Some((r.clone(), l.clone()))
+                        }
+                        _ => None,
+                    },
                 },
                 None => TaskDo::Nothing,
             })
             .collect();
         warn(&if opts.mode == Mode::Profile {
             format!(
-                "cmlb: profiling {} ({} task{plural}, cores {}); profile: {}",
+                "cmlb: profiling {} ({} task{plural}{}, cores {}); profile: {}{}",
                 s.argv[0],
                 s.ntasks,
+                if s.total > s.ntasks {
+                    format!(" of {} on {} nodes", s.total, s.nnodes)
+                } else {
+                    String::new()
+                },
                 s.cores,
-                plan.profile_dir.display()
+                plan.profile_dir.display(),
+                match (&ranks_out, &mpi_lib) {
+                    (Some(r), Some(_)) => format!("; MPI rank matrix: {}", r.display()),
+                    _ => String::new(),
+                }
             )
         } else {
             format!(
@@ -380,7 +435,21 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
             pid: std::process::id(),
             verbose: st.opts.verbose,
         })),
-        TaskDo::Wrap { words, .. } => {
+        TaskDo::Wrap { words, trace, .. } => {
+            let mut existing = existing;
+            if let Some((out, lib)) = trace {
+                let env = contract::ranks::trace_env(
+                    out,
+                    &lib.display().to_string(),
+                    existing.as_deref(),
+                );
+                // The exec-wrap below keeps the tracer in the program's LD_PRELOAD.
+                existing = env
+                    .iter()
+                    .find(|(k, _)| k == contract::env::LD_PRELOAD)
+                    .map(|(_, v)| v.clone());
+                set_all(env);
+            }
             // Slurm >= 23.11: start the task as `words... program args` (reaches static
             // programs too); on any error fall back to the preload's exec-wrap below.
             #[cfg(spank_prepend_task_argv)]

@@ -182,7 +182,7 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
     let pus = match &task.action {
         TaskAction::Pin { pus, .. } => pus,
         TaskAction::Unpinned => return Ok(None),
-        TaskAction::Prerun { dir } | TaskAction::Profile { dir } => {
+        TaskAction::Prerun { dir } | TaskAction::Profile { dir, .. } => {
             bail!(
                 "the profiling pre-run wrote no profile in {}",
                 dir.display()
