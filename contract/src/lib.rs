@@ -37,6 +37,12 @@ pub mod env {
     pub const LD_PRELOAD: &str = "LD_PRELOAD";
     /// The user's OpenMP thread count (read, never overridden when set).
     pub const OMP_NUM_THREADS: &str = "OMP_NUM_THREADS";
+    /// Set by the plugin in a batch script profiled with `sbatch --cmlb-map=profile`: the
+    /// job's profile directory; MPI steps with [`JOB_TASKS`] tasks also write their rank
+    /// matrix into its `ranks/`, from which `sbatch --cmlb-map=apply` places the ranks on nodes.
+    pub const JOB_PROFILE: &str = "CMLB_JOB_PROFILE";
+    /// The batch job's task count (see [`JOB_PROFILE`]).
+    pub const JOB_TASKS: &str = "CMLB_JOB_TASKS";
 }
 
 /// File name of the preload library (what launchers look for next to themselves).

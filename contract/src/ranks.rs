@@ -22,12 +22,12 @@
 //! Libc only, as the rest of this crate: the tracer links it into every MPI rank.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The MPI tracer's file name (what launchers look for next to themselves).
 pub const MPI_LIB: &str = "libcmlb_mpi.so";
 
-/// Directory the tracer writes the job's rank files into (set by the launcher).
+/// Directories the tracer writes the job's rank files into, `:`-separated (set by the launcher).
 pub const RANKS_OUT: &str = "CMLB_RANKS_OUT";
 
 /// Name of the ranks directory inside a step's profile directory.
@@ -380,15 +380,16 @@ impl JobRanks {
     }
 }
 
-/// The variables of a task whose MPI traffic the tracer records into `out`: `CMLB_RANKS_OUT`
-/// and `LD_PRELOAD` with the tracer `lib` added to the task's own list.
+/// The variables of a task whose MPI traffic the tracer records into the directories `out`:
+/// `CMLB_RANKS_OUT` and `LD_PRELOAD` with the tracer `lib` added to the task's own list.
 pub fn trace_env(
-    out: &Path,
+    out: &[PathBuf],
     lib: &str,
     existing_ld_preload: Option<&str>,
 ) -> Vec<(String, String)> {
+    let dirs: Vec<String> = out.iter().map(|p| p.display().to_string()).collect();
     vec![
-        (RANKS_OUT.into(), out.display().to_string()),
+        (RANKS_OUT.into(), dirs.join(":")),
         (
             crate::env::LD_PRELOAD.into(),
             crate::ld_preload_with(existing_ld_preload, lib),

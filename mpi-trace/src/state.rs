@@ -29,7 +29,8 @@ pub struct State {
     /// Persistent send requests: request → (world destination, bytes per start).
     persistent: Mutex<HashMap<H, (u32, u64)>>,
     start: Instant,
-    out: PathBuf,
+    /// Directories the job's rank files go to (`CMLB_RANKS_OUT`, `:`-separated).
+    out: Vec<PathBuf>,
 }
 
 static STATE: OnceLock<State> = OnceLock::new();
@@ -101,7 +102,9 @@ pub fn init() {
         comms: Mutex::new(HashMap::new()),
         persistent: Mutex::new(HashMap::new()),
         start: Instant::now(),
-        out: PathBuf::from(out),
+        out: std::env::split_paths(&out)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect(),
     });
 }
 
@@ -494,10 +497,12 @@ pub fn finalize() {
             return;
         }
     };
-    if let Err(e) = job.write_dir(&st.out) {
-        warn(&format!(
-            "cannot write the rank profile to {}: {e}",
-            st.out.display()
-        ));
+    for dir in &st.out {
+        if let Err(e) = job.write_dir(dir) {
+            warn(&format!(
+                "cannot write the rank profile to {}: {e}",
+                dir.display()
+            ));
+        }
     }
 }

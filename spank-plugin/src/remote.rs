@@ -27,7 +27,7 @@ pub(crate) enum TaskDo {
     Wrap {
         words: Vec<String>,
         share: Vec<u32>,
-        trace: Option<(PathBuf, PathBuf)>,
+        trace: Option<(Vec<PathBuf>, PathBuf)>,
     },
 }
 
@@ -85,6 +85,13 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
     // would also leak OMP_* variables into every srun of the script.
     match ffi::get_u32(sp, item::S_JOB_STEPID) {
         Some(id) if id < 0xffff_fff0 => {}
+        // The batch script: no binding, but where the job's ranks go across nodes.
+        Some(crate::batch::BATCH_STEP) => {
+            return match crate::batch::user_init(sp, &site, &opts) {
+                Ok(()) => 0,
+                Err(e) => degrade_batch(&site, &e),
+            }
+        }
         _ => return 0,
     }
     match plan_step(sp, &site, &opts) {
@@ -119,6 +126,22 @@ fn degrade(site: &SiteConf, msg: &str) -> i32 {
     }
 }
 
+/// A batch-step problem: the script runs with Slurm's own distribution (or fails in strict mode).
+fn degrade_batch(site: &SiteConf, msg: &str) -> i32 {
+    if site.strict {
+        ffi::log(
+            LogLevel::Error,
+            &format!("cmlb: {msg} (strict=1: failing the job)"),
+        );
+        -1
+    } else {
+        warn(&format!(
+            "cmlb: warning: {msg}; the job's ranks are placed as Slurm distributes them"
+        ));
+        0
+    }
+}
+
 /// What Slurm tells about the step on this node.
 struct SlurmStep {
     job: u32,
@@ -133,6 +156,9 @@ struct SlurmStep {
     cores: String,
     omp_threads: Option<usize>,
     scratch: PathBuf,
+    /// In a batch job profiled with `sbatch --cmlb-map=profile`: the job's `ranks/`, which a
+    /// step with the job's task count records too.
+    job_ranks: Option<PathBuf>,
 }
 
 fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
@@ -175,7 +201,15 @@ fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
         job,
         &nodename,
     ));
+    let job_ranks = match (
+        ffi::getenv(sp, contract::env::JOB_PROFILE).filter(|d| !d.is_empty()),
+        ffi::getenv(sp, contract::env::JOB_TASKS).and_then(|n| n.trim().parse::<usize>().ok()),
+    ) {
+        (Some(d), Some(n)) if n == total => Some(PathBuf::from(d).join(contract::ranks::RANKS_DIR)),
+        _ => None,
+    };
     Ok(SlurmStep {
+        job_ranks,
         job,
         step,
         uid,
@@ -274,9 +308,12 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                     words,
                     share: t.share.clone(),
                     trace: match (&t.action, &mpi_lib) {
-                        (TaskAction::Profile { ranks: Some(r), .. }, Some(l)) => {
-                            Some((r.clone(), l.clone()))
-                        }
+                        (TaskAction::Profile { ranks: Some(r), .. }, Some(l)) => Some((
+                            std::iter::once(r.clone())
+                                .chain(s.job_ranks.clone())
+                                .collect(),
+                            l.clone(),
+                        )),
                         _ => None,
                     },
                 },
