@@ -593,7 +593,10 @@ impl Step {
             .map_err(|e| MapError::Step(format!("profile {} is unusable: {e}", dir.display())))?;
         let n = prof.comm.n();
         if let Some(m) = self.omp_threads {
-            if m != n {
+            // MPI libraries start threads of their own (Open MPI's progress and PMIx threads)
+            // before the OpenMP team, so a rank's profile may hold more threads than
+            // OMP_NUM_THREADS; fewer means the program changed.
+            if m > n || (self.total == 1 && m != n) {
                 return Err(MapError::Step(format!(
                     "profile {} has {n} threads but OMP_NUM_THREADS={m}",
                     dir.display()
@@ -1026,6 +1029,29 @@ mod tests {
             assert_eq!(profile, &job.join("task2"));
             assert!(pus.iter().all(|u| tp.share.contains(u)));
         }
+    }
+
+    #[test]
+    fn an_mpi_rank_may_hold_more_threads_than_its_openmp_team() {
+        let t = tempfile::tempdir().unwrap();
+        let job = t.path().join("job");
+        write_profile(&job.join("task0"), PAIRS4, 4);
+        let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
+        let step = |omp| {
+            Step::new(&machine, &[0, 1, 2, 3])
+                .unwrap()
+                .layout(&[0], 2, 2)
+                .omp_threads(Some(omp))
+                .profile(ProfileSource::Given(job.clone()))
+                .compute()
+        };
+        // 2 OpenMP threads + 2 threads of the MPI library: planned.
+        assert!(matches!(
+            step(2).unwrap().tasks[0].action,
+            TaskAction::Pin { .. }
+        ));
+        let e = step(5).unwrap_err().to_string();
+        assert!(e.ends_with("has 4 threads but OMP_NUM_THREADS=5"), "{e}");
     }
 
     #[test]
