@@ -20,8 +20,13 @@ use std::path::PathBuf;
 pub(crate) enum TaskDo {
     /// Nothing (dry-run, or a task beyond the plan).
     Nothing,
-    /// Task mask = `share`, thread k on `pus[k]`.
-    Pin { pus: Vec<u32>, share: Vec<u32> },
+    /// Task mask = `share`, thread k on `pus[k]`; `omp_team`: an MPI rank's OpenMP team size
+    /// ([`contract::PinEnv::omp_team`]).
+    Pin {
+        pus: Vec<u32>,
+        share: Vec<u32>,
+        omp_team: Option<usize>,
+    },
     /// Re-exec the task as `words... <program> <args>` (profiler or pre-run), inside `share`;
     /// with `trace`, the MPI tracer (library) records the task's rank traffic into the directory.
     Wrap {
@@ -417,6 +422,8 @@ fn apply_task(t: usize, tp: &TaskPlan, opts: &MapOpts, s: &SlurmStep) -> Result<
         Some(p) => TaskDo::Pin {
             pus: p.clone(),
             share: tp.share.clone(),
+            // Ranks of a multi-task step start the MPI library's threads before the team.
+            omp_team: if s.total > 1 { s.omp_threads } else { None },
         },
         // A plan that binds nothing (`none`) leaves the task as Slurm placed it.
         None => TaskDo::Nothing,
@@ -463,7 +470,7 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
     }
     match action {
         TaskDo::Nothing => {}
-        TaskDo::Pin { pus, .. } => set_all(contract::task_env(&PinEnv {
+        TaskDo::Pin { pus, omp_team, .. } => set_all(contract::task_env(&PinEnv {
             pus,
             mode: st.opts.bind,
             omp_threads_set: ffi::getenv(sp, contract::env::OMP_NUM_THREADS).is_some(),
@@ -471,6 +478,7 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
             existing_ld_preload: existing.as_deref(),
             pid: std::process::id(),
             verbose: st.opts.verbose,
+            omp_team: *omp_team,
         })),
         TaskDo::Wrap { words, trace, .. } => {
             let mut existing = existing;

@@ -11,6 +11,8 @@
  * writes that truth as an edge list (SRC DST BYTES MESSAGES, directed) before the exchange.
  * At the end one MPI_Allreduce of 8 bytes (the checksum) exercises the collective path.
  *
+ * WL_OMP=1: the WL_THREADS threads are an OpenMP team instead (thread 0 = main does the MPI
+ * calls), as in hybrid MPI+OpenMP codes.
  * WL_P2P=isend|sendrecv|persistent picks the point-to-point primitive (default isend).
  * WL_THREADS=T (default 1): each rank runs T threads; thread 0 (main) does the MPI calls,
  * threads 1..T-1 read and write a buffer shared with their neighbour thread ((k+1) % T) while
@@ -23,6 +25,9 @@
  * name, gathered at start). Bad arguments: usage on stderr, exit 2. */
 #define _GNU_SOURCE
 #include <mpi.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +48,13 @@ static long ttid[MAXT];
 static char tcpus[MAXT][512];
 static pthread_barrier_t tbar;
 static size_t twords = 1 << 15;
+/* The exchange's inputs and results (main thread, or OpenMP thread 0). */
+static const char *pat;
+static long steps;
+static size_t bytes;
+static int mypos, *nb;
+static char host[HOSTLEN], *hosts;
+static uint64_t sent, sent_remote, sum;
 
 static void usage(void) {
     fprintf(stderr, "usage: mpi-wl ring|grid|pairs|alltoall [STEPS>=1] [KIB>=1]\n"
@@ -92,102 +104,14 @@ static void *worker(void *arg) {
     return (void *)(uintptr_t)(s & 1);
 }
 
-/* Neighbour positions of position p; returns how many were written to out. */
-static int neighbours(const char *pat, int p, int *out) {
-    int k = 0;
-    if (strcmp(pat, "ring") == 0) {
-        if (npos > 1) out[k++] = (p + 1) % npos;
-        if (npos > 2) out[k++] = (p + npos - 1) % npos;
-    } else if (strcmp(pat, "pairs") == 0) {
-        if ((p ^ 1) < npos) out[k++] = p ^ 1;
-    } else if (strcmp(pat, "grid") == 0) {
-        int px = 1;
-        for (int d = 1; d * d <= npos; d++)
-            if (npos % d == 0) px = d;
-        int x = p % px, y = p / px, py = npos / px;
-        if (x > 0) out[k++] = p - 1;
-        if (x + 1 < px) out[k++] = p + 1;
-        if (y > 0) out[k++] = p - px;
-        if (y + 1 < py) out[k++] = p + px;
-    } else {
-        for (int q = 0; q < npos; q++)
-            if (q != p) out[k++] = q;
-    }
-    return k;
-}
-
-int main(int argc, char **argv) {
-    int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    const char *pat = argc > 1 ? argv[1] : "";
-    long steps = argc > 2 ? atol(argv[2]) : 200;
-    long kib = argc > 3 ? atol(argv[3]) : 64;
-    const char *te = getenv("WL_THREADS");
-    if (te) nthreads = atoi(te);
-    if ((strcmp(pat, "ring") && strcmp(pat, "grid") && strcmp(pat, "pairs") &&
-         strcmp(pat, "alltoall")) || argc > 4 || steps < 1 || kib < 1 || nthreads < 1 ||
-        nthreads > MAXT) {
-        if (me == 0) usage();
-        MPI_Finalize();
-        return 2;
-    }
-    npos = n;
-    perm = malloc(n * sizeof *perm);
-    pos_of = malloc(n * sizeof *pos_of);
-    for (int i = 0; i < n; i++) perm[i] = i;
-    const char *se = getenv("WL_SEED");
-    long seed = se ? atol(se) : 1;
-    if (seed != 0) {
-        rng_state = 0x9e3779b97f4a7c15ULL ^ (uint64_t)seed;
-        for (int i = n - 1; i > 0; i--) {
-            int j = (int)(rng() % (uint64_t)(i + 1));
-            int t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
-    }
-    for (int p = 0; p < n; p++) pos_of[perm[p]] = p;
-    int mypos = pos_of[me];
-    int *nb = malloc(n * sizeof *nb);
-    size_t bytes = (size_t)kib * 1024;
-
-    const char *truth = getenv("WL_TRUTH");
-    if (truth && me == 0) {
-        FILE *f = fopen(truth, "w");
-        if (!f) {
-            perror(truth);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        fprintf(f, "# true point-to-point bytes of mpi-wl %s, %ld steps of %ld KiB: SRC DST BYTES MESSAGES\n",
-                pat, steps, kib);
-        for (int p = 0; p < n; p++) {
-            int k = neighbours(pat, p, nb);
-            for (int i = 0; i < k; i++)
-                fprintf(f, "%d %d %zu %ld\n", perm[p], perm[nb[i]], (size_t)steps * bytes, steps);
-        }
-        fclose(f);
-    }
-
-    char host[HOSTLEN] = {0};
-    gethostname(host, sizeof host - 1);
-    char *hosts = malloc((size_t)n * HOSTLEN);
-    MPI_Allgather(host, HOSTLEN, MPI_CHAR, hosts, HOSTLEN, MPI_CHAR, MPI_COMM_WORLD);
-
-    pthread_t th[MAXT];
-    ttid[0] = syscall(SYS_gettid);
-    tbuf[0] = calloc(twords, sizeof(uint64_t));
-    pthread_barrier_init(&tbar, NULL, nthreads);
-    for (int k = 1; k < nthreads; k++) pthread_create(&th[k], NULL, worker, (void *)(intptr_t)k);
-    pthread_barrier_wait(&tbar);
-
+/* The point-to-point exchange of the pattern, STEPS times. */
+static int neighbours(const char *pat, int p, int *out);
+static void exchange(void) {
     int k = neighbours(pat, mypos, nb);
     char *sbuf = malloc(bytes), *rbuf = malloc(bytes * (k ? k : 1));
     memset(sbuf, me & 0xff, bytes);
     MPI_Request *req = malloc(2 * (k ? k : 1) * sizeof *req);
     MPI_Status *stat = malloc(2 * (k ? k : 1) * sizeof *stat);
-    uint64_t sent = 0, sent_remote = 0, sum = 0;
     /* WL_P2P picks the primitive, so every send path of the tracer is exercised: isend
      * (default: MPI_Irecv + MPI_Isend + MPI_Waitall), sendrecv (MPI_Sendrecv in a ring over
      * the neighbour list), persistent (MPI_Send_init/MPI_Recv_init + MPI_Startall). */
@@ -237,8 +161,121 @@ int main(int argc, char **argv) {
     }
     if (strcmp(prim, "persistent") == 0)
         for (int i = 0; i < 2 * k; i++) MPI_Request_free(&req[i]);
-    stop_flag = 1;
-    for (int t = 1; t < nthreads; t++) pthread_join(th[t], NULL);
+}
+
+/* Neighbour positions of position p; returns how many were written to out. */
+static int neighbours(const char *pat, int p, int *out) {
+    int k = 0;
+    if (strcmp(pat, "ring") == 0) {
+        if (npos > 1) out[k++] = (p + 1) % npos;
+        if (npos > 2) out[k++] = (p + npos - 1) % npos;
+    } else if (strcmp(pat, "pairs") == 0) {
+        if ((p ^ 1) < npos) out[k++] = p ^ 1;
+    } else if (strcmp(pat, "grid") == 0) {
+        int px = 1;
+        for (int d = 1; d * d <= npos; d++)
+            if (npos % d == 0) px = d;
+        int x = p % px, y = p / px, py = npos / px;
+        if (x > 0) out[k++] = p - 1;
+        if (x + 1 < px) out[k++] = p + 1;
+        if (y > 0) out[k++] = p - px;
+        if (y + 1 < py) out[k++] = p + px;
+    } else {
+        for (int q = 0; q < npos; q++)
+            if (q != p) out[k++] = q;
+    }
+    return k;
+}
+
+int main(int argc, char **argv) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    pat = argc > 1 ? argv[1] : "";
+    steps = argc > 2 ? atol(argv[2]) : 200;
+    long kib = argc > 3 ? atol(argv[3]) : 64;
+    const char *te = getenv("WL_THREADS");
+    if (te) nthreads = atoi(te);
+    if ((strcmp(pat, "ring") && strcmp(pat, "grid") && strcmp(pat, "pairs") &&
+         strcmp(pat, "alltoall")) || argc > 4 || steps < 1 || kib < 1 || nthreads < 1 ||
+        nthreads > MAXT) {
+        if (me == 0) usage();
+        MPI_Finalize();
+        return 2;
+    }
+    npos = n;
+    perm = malloc(n * sizeof *perm);
+    pos_of = malloc(n * sizeof *pos_of);
+    for (int i = 0; i < n; i++) perm[i] = i;
+    const char *se = getenv("WL_SEED");
+    long seed = se ? atol(se) : 1;
+    if (seed != 0) {
+        rng_state = 0x9e3779b97f4a7c15ULL ^ (uint64_t)seed;
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)(rng() % (uint64_t)(i + 1));
+            int t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+    }
+    for (int p = 0; p < n; p++) pos_of[perm[p]] = p;
+    mypos = pos_of[me];
+    nb = malloc(n * sizeof *nb);
+    bytes = (size_t)kib * 1024;
+
+    const char *truth = getenv("WL_TRUTH");
+    if (truth && me == 0) {
+        FILE *f = fopen(truth, "w");
+        if (!f) {
+            perror(truth);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        fprintf(f, "# true point-to-point bytes of mpi-wl %s, %ld steps of %ld KiB: SRC DST BYTES MESSAGES\n",
+                pat, steps, kib);
+        for (int p = 0; p < n; p++) {
+            int k = neighbours(pat, p, nb);
+            for (int i = 0; i < k; i++)
+                fprintf(f, "%d %d %zu %ld\n", perm[p], perm[nb[i]], (size_t)steps * bytes, steps);
+        }
+        fclose(f);
+    }
+
+    gethostname(host, sizeof host - 1);
+    hosts = malloc((size_t)n * HOSTLEN);
+    MPI_Allgather(host, HOSTLEN, MPI_CHAR, hosts, HOSTLEN, MPI_CHAR, MPI_COMM_WORLD);
+
+    ttid[0] = syscall(SYS_gettid);
+    tbuf[0] = calloc(twords, sizeof(uint64_t));
+    pthread_barrier_init(&tbar, NULL, nthreads);
+    const char *omp = getenv("WL_OMP");
+    if (omp && strcmp(omp, "1") == 0) {
+#ifdef _OPENMP
+        /* A hybrid code's shape: OpenMP thread 0 (the main thread) talks MPI, the team
+         * threads compute; the team is created after MPI_Init's own threads. */
+#pragma omp parallel num_threads(nthreads)
+        {
+            int t = omp_get_thread_num();
+            if (t == 0) {
+                pthread_barrier_wait(&tbar);
+                exchange();
+                stop_flag = 1;
+            } else {
+                worker((void *)(intptr_t)t);
+            }
+        }
+#else
+        if (me == 0) fprintf(stderr, "mpi-wl: WL_OMP=1 but built without OpenMP\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+#endif
+    } else {
+        pthread_t th[MAXT];
+        for (int t = 1; t < nthreads; t++) pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t);
+        pthread_barrier_wait(&tbar);
+        exchange();
+        stop_flag = 1;
+        for (int t = 1; t < nthreads; t++) pthread_join(th[t], NULL);
+    }
     read_cpus(0);
 
     double local = (double)sum, total = 0;

@@ -209,6 +209,7 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         // exec keeps our pid: the preload pins only in the process with this pid.
         pid: std::process::id(),
         verbose: false,
+        omp_team: None,
     });
     Ok(Some(Launch {
         mask: task.share.clone(),
