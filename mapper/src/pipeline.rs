@@ -253,6 +253,8 @@ pub struct Step {
     total: usize,
     /// Nodes of the step.
     nodes: usize,
+    /// How Slurm deals the node's cores to its tasks across sockets.
+    socket_dist: binding::SocketDist,
     omp_threads: Option<usize>,
     command: Vec<String>,
     profile: Option<ProfileSource>,
@@ -277,6 +279,7 @@ impl Step {
             global: vec![0],
             total: 1,
             nodes: 1,
+            socket_dist: binding::SocketDist::default(),
             omp_threads: None,
             command: Vec::new(),
             profile: None,
@@ -322,6 +325,13 @@ impl Step {
         }
         self.total = total.max(self.tasks);
         self.nodes = nodes.max(1);
+        self
+    }
+    /// How Slurm deals cores to the node's tasks across sockets (`SLURM_DISTRIBUTION`'s second
+    /// part; default cyclic, as Slurm's), so each task's share and "rank order" are the ones
+    /// Slurm itself would give.
+    pub fn socket_dist(mut self, d: binding::SocketDist) -> Self {
+        self.socket_dist = d;
         self
     }
     /// The user's `OMP_NUM_THREADS`: the thread count of each task (checked against the
@@ -375,7 +385,7 @@ impl Step {
     /// Where the step's profiles are: the step's directory, each local task's thread profile
     /// directory, and (multi-task steps) the rank matrix directory.
     fn dirs(&self) -> Result<Dirs> {
-        let shares_threads = binding::task_shares(&self.node, self.tasks)
+        let shares_threads = binding::task_shares_dist(&self.node, self.tasks, self.socket_dist)
             .first()
             .map_or(0, Vec::len);
         let job = |d: &Path| Dirs {
@@ -431,7 +441,7 @@ impl Step {
     /// Compute every task's action. An error is a reason to run the step unpinned (the
     /// launcher says it in one line, or fails the step in strict mode).
     pub fn compute(&self) -> Result<StepPlan> {
-        let shares = binding::task_shares(&self.node, self.tasks);
+        let shares = binding::task_shares_dist(&self.node, self.tasks, self.socket_dist);
         let dirs = self.dirs()?;
         let given = matches!(self.profile, Some(ProfileSource::Given(_)));
         if self.mode == Mode::Profile {

@@ -11,6 +11,7 @@ use crate::{effective, with_state};
 use cmlb_slurm::companions;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
+use mapper::binding::SocketDist;
 use mapper::pipeline::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
 use mapper::topology::{format_cpu_list, Topology};
 use std::path::PathBuf;
@@ -244,6 +245,9 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
     let strategy = opts.strategy.clone().unwrap_or_default();
     let step = Step::from_slurm_cores(&machine, &s.cores)?
         .layout(&s.global, s.total, s.nnodes)
+        .socket_dist(SocketDist::from_slurm(
+            ffi::getenv(sp, "SLURM_DISTRIBUTION").as_deref(),
+        ))
         .omp_threads(s.omp_threads)
         .command(&s.argv)
         .profile(match &explicit {
