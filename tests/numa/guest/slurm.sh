@@ -19,6 +19,7 @@ export CMLB_CLUSTER_DIR=/tmp/cmlb-numa-cluster
 arg() { sed -n "s/.* cmlb\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 build=$(arg build)
 mpi_seed=$(arg mpiseed)
+mpi_seed_right=$(arg mpiseedright)
 parts=$(arg slurm)
 parts=${parts:-apply,mpi}
 wanted() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -114,12 +115,12 @@ check_apply() {
 # each). The shuffled run's WL_SEED (cmlb.mpiseed=, chosen by tests/numa/run from the
 # workload's own truth) pairs ranks {0,3} and {1,2}: rank order puts both pairs across the two
 # NUMA nodes whether cores go to ranks in block (0,1 | 2,3) or socket-cyclic (0,2 | 1,3) order. Profile, then
-# apply must put each pair on one NUMA node; WL_SEED=0 pairs {0,1} and {2,3}, which rank order
-# already places right: apply must keep it. Both are compared with Slurm's own placement of
+# apply must put each pair on one NUMA node; the other seed (cmlb.mpiseedright=) pairs {0,2}
+# and {1,3}, which Slurm's own socket-cyclic order already places right: apply must keep it. Both are compared with Slurm's own placement of
 # the same run (--cmlb-map=off): the inter-NUMA point-to-point bytes from the workload's truth
 # and the CPUs each rank printed.
 MPI_ARGS="pairs 20 64"
-# Another argument, so the natural-order run has a profile key (directory) of its own.
+# Another argument, so the already-right run has a profile key (directory) of its own.
 MPI_ARGS_NATURAL="pairs 20 32"
 
 # mpi_run NAME IMPL MODE SEED ARGS...: srun -n4 of mpi-wl.IMPL with WL_SEED=SEED and the truth
@@ -217,8 +218,8 @@ check_mpi() {
         [ -z "$(squeue -h 2>/dev/null)" ] && break
         sleep 0.2
     done
-    if [ -z "$mpi_seed" ]; then
-        fail mpi-setup "no WL_SEED for the MPI check on the kernel command line (cmlb.mpiseed=): tests/numa/run could not choose one"
+    if [ -z "$mpi_seed" ] || [ -z "$mpi_seed_right" ]; then
+        fail mpi-setup "no WL_SEED for the MPI check on the kernel command line (cmlb.mpiseed=, cmlb.mpiseedright=): tests/numa/run could not choose them"
         return
     fi
     for impl in openmpi mpich; do
@@ -232,11 +233,11 @@ check_mpi() {
         # Slurm's own placement (the plugin off) of the same run: apply must cut the
         # inter-NUMA bytes.
         mpi_vs_off $impl-vs-off $impl "$mpi_seed" -lt $MPI_ARGS
-        # Rank order already right: apply must keep it, and be no worse than Slurm's own
-        # placement of the same run.
-        mpi_profile $impl-natural-profile $impl 0 $MPI_ARGS_NATURAL
-        mpi_apply $impl-natural-apply $impl 0 "rank order kept" $MPI_ARGS_NATURAL
-        mpi_vs_off $impl-natural-vs-off $impl 0 -le $MPI_ARGS_NATURAL
+        # Slurm's own order already right: apply must keep it, and be no worse than Slurm's
+        # own placement of the same run.
+        mpi_profile $impl-right-profile $impl "$mpi_seed_right" $MPI_ARGS_NATURAL
+        mpi_apply $impl-right-apply $impl "$mpi_seed_right" "rank order kept" $MPI_ARGS_NATURAL
+        mpi_vs_off $impl-right-vs-off $impl "$mpi_seed_right" -le $MPI_ARGS_NATURAL
     done
     echo "NUMA-TIME slurm-mpi $(since "$t0")"
 }
