@@ -1,6 +1,6 @@
 # Promised vs measured memory per NUMA node (tests/numa/guest/checks.sh, check_balance).
 # stdin: "thread pu numa" per planned thread (cmlb map --format json's assignment).
-# -v loadf: the profile's load.csv (what the plan balances: its promise)
+# -v loadf: per-thread first-touch fault counts (profile.yaml load_samples): the promise in pages
 # -v before, after: "node:pages ..." from numastat (numa_hit + numa_miss) around the run
 # -v out: the workload's output (cpus= of each thread: were they where the plan said?)
 # -v cpunode: "cpu:node ..." (a node's capacity = its CPUs)
