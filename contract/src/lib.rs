@@ -168,6 +168,11 @@ pub struct PinEnv<'a> {
     /// `team - 1` created — so the runtime's team thread i and the preload's creation order
     /// agree. `None`: every thread is a team thread.
     pub omp_team: Option<usize>,
+    /// The task is an MPI rank. Its profiled threads include the MPI library's own (progress
+    /// threads), so their count is no OpenMP team size: `OMP_NUM_THREADS` is then left as the
+    /// user had it (unset: the runtime's default, as without cmlb). Setting it to the thread
+    /// count made LAMMPS ranks start 3 OpenMP threads where they had 1.
+    pub rank: bool,
 }
 
 /// Every `(name, value)` a pinned task gets: the OpenMP variables and/or the preload library's.
@@ -192,7 +197,7 @@ pub fn task_env(p: &PinEnv) -> Vec<(String, String)> {
             "KMP_AFFINITY".into(),
             format!("granularity=fine,explicit,proclist=[{}]", list.join(",")),
         ));
-        if !p.omp_threads_set {
+        if !p.omp_threads_set && !p.rank {
             env.push((env::OMP_NUM_THREADS.into(), p.pus.len().to_string()));
         }
     }
@@ -290,6 +295,7 @@ mod tests {
             pid: 42,
             verbose: true,
             omp_team: None,
+            rank: false,
         };
         let e = task_env(&p);
         assert_eq!(get(&e, "OMP_PLACES"), Some("{2},{0},{2}"));
@@ -316,6 +322,16 @@ mod tests {
         assert_eq!(get(&e, "OMP_PLACES"), Some("{4},{5},{6}"));
         assert_eq!(get(&e, "GOMP_CPU_AFFINITY"), Some("4 5 6"));
         assert_eq!(get(&e, env::BIND_PUS), Some("4,9,9,5,6"));
+
+        // A rank whose user left OMP_NUM_THREADS unset: its 3 profiled threads are the main
+        // thread and 2 of the MPI library's, not a team of 3; the runtime keeps its default.
+        let e = task_env(&PinEnv {
+            pus: &rank[..3],
+            rank: true,
+            ..p
+        });
+        assert_eq!(get(&e, "OMP_NUM_THREADS"), None);
+        assert_eq!(get(&e, env::BIND_PUS), Some("4,9,9"));
 
         p.mode = BindMode::Omp;
         p.omp_threads_set = true;

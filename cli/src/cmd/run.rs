@@ -210,6 +210,7 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         pid: std::process::id(),
         verbose: false,
         omp_team: None,
+        rank: false,
     });
     Ok(Some(Launch {
         mask: task.share.clone(),
