@@ -360,7 +360,13 @@ pub fn map_to_machines_with(g: &RankGraph, c: &Cluster, o: &MapOptions) -> Resul
     let mut machine = vec![usize::MAX; g.n()];
     let all: Vec<u32> = (0..g.n() as u32).collect();
     let mut map = vec![u32::MAX; g.n()];
-    split(&w, &t, &all, &counts, o, &mut machine, &mut map);
+    let s = Splitter {
+        tries: multilevel::tries_for(w.adj.len()),
+        w,
+        counts,
+        o,
+    };
+    s.split(&t, &all, &mut machine, &mut map);
     Ok(machine)
 }
 
@@ -381,40 +387,43 @@ fn check_load(load: &[f64], n: usize) -> Result<()> {
     Ok(())
 }
 
-fn split(
-    w: &multilevel::Wg,
-    t: &TreeNode,
-    members: &[u32],
-    counts: &[usize],
-    o: &MapOptions,
-    out: &mut [usize],
-    map: &mut [u32],
-) {
-    if t.children.is_empty() {
-        for &r in members {
-            out[r as usize] = t.machines[0];
+/// What every level of a hierarchical mapping shares.
+struct Splitter<'a> {
+    w: multilevel::Wg,
+    counts: Vec<usize>,
+    o: &'a MapOptions,
+    tries: usize,
+}
+
+impl Splitter<'_> {
+    /// Assign `members` to the machines below `t`, top down.
+    fn split(&self, t: &TreeNode, members: &[u32], out: &mut [usize], map: &mut [u32]) {
+        if t.children.is_empty() {
+            for &r in members {
+                out[r as usize] = t.machines[0];
+            }
+            return;
         }
-        return;
-    }
-    let sizes: Vec<usize> = t
-        .children
-        .iter()
-        .map(|ch| ch.machines.iter().map(|&m| counts[m]).sum())
-        .collect();
-    let sub = w.induced(members, map);
-    let mut part = multilevel::partition(&sub, &sizes, o.seed);
-    if let Some(load) = &o.load {
-        let sub_load: Vec<f64> = members.iter().map(|&r| load[r as usize]).collect();
-        balance::balance(&sub, &mut part, &sizes, &sub_load);
-    }
-    for (k, ch) in t.children.iter().enumerate() {
-        let next: Vec<u32> = members
+        let sizes: Vec<usize> = t
+            .children
             .iter()
-            .zip(&part)
-            .filter(|(_, &p)| p as usize == k)
-            .map(|(&r, _)| r)
+            .map(|ch| ch.machines.iter().map(|&m| self.counts[m]).sum())
             .collect();
-        split(w, ch, &next, counts, o, out, map);
+        let sub = self.w.induced(members, map);
+        let mut part = multilevel::partition(&sub, &sizes, self.o.seed, self.tries);
+        if let Some(load) = &self.o.load {
+            let sub_load: Vec<f64> = members.iter().map(|&r| load[r as usize]).collect();
+            balance::balance(&sub, &mut part, &sizes, &sub_load);
+        }
+        for (k, ch) in t.children.iter().enumerate() {
+            let next: Vec<u32> = members
+                .iter()
+                .zip(&part)
+                .filter(|(_, &p)| p as usize == k)
+                .map(|(&r, _)| r)
+                .collect();
+            self.split(ch, &next, out, map);
+        }
     }
 }
 
@@ -445,7 +454,8 @@ pub fn partition(g: &RankGraph, members: &[usize], sizes: &[usize]) -> Result<Ve
     let verts: Vec<u32> = members.iter().map(|&r| r as u32).collect();
     let mut map = vec![u32::MAX; g.n()];
     let sub = w.induced(&verts, &mut map);
-    Ok(multilevel::partition(&sub, sizes, 0)
+    let tries = multilevel::tries_for(sub.adj.len());
+    Ok(multilevel::partition(&sub, sizes, 0, tries)
         .into_iter()
         .map(|p| p as usize)
         .collect())
