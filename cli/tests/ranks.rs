@@ -106,6 +106,41 @@ fn a_missing_gmap_is_one_line_unless_scotch_is_asked_for() {
     );
     let o = cmlb_without_gmap(&["ranks", "--comm", p, "--nodes", "4x4", "--scotch", "never"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("scotch"));
+    // Scotch's hostfile asked for by name: gmap must run, and no file is left behind.
+    let h = d.path().join("scotch.hosts");
+    let hs = h.to_str().unwrap();
+    let o = cmlb_without_gmap(&[
+        "ranks",
+        "--comm",
+        p,
+        "--nodes",
+        "4x4",
+        "--scotch-hostfile",
+        hs,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--scotch-hostfile: Scotch's gmap is not installed"),
+        "{err}"
+    );
+    assert!(!h.exists());
+    fails(
+        &[
+            "ranks",
+            "--comm",
+            p,
+            "--nodes",
+            "4x4",
+            "--scotch",
+            "never",
+            "--scotch-hostfile",
+            hs,
+        ],
+        &["cannot go with --scotch never"],
+    );
+    assert!(!h.exists());
 }
 
 /// The JSON placements of `cmlb ARGS`, by name.
@@ -143,6 +178,7 @@ fn every_plan_is_reported_side_by_side_with_scotch_held_to_the_exact_counts() {
         "SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\nSwitchName=top Switches=s[1-2]\n",
     )
     .unwrap();
+    let sh = d.path().join("scotch.hosts");
     let p = placements(&[
         "ranks",
         "--comm",
@@ -157,9 +193,28 @@ fn every_plan_is_reported_side_by_side_with_scotch_held_to_the_exact_counts() {
         "numa:2 core:4 pu:1",
         "--scotch",
         "always",
+        "--scotch-hostfile",
+        sh.to_str().unwrap(),
         "--format",
         "json",
     ]);
+    // Scotch's hostfile is the plan of its row: 8 ranks per machine, and its cut is the row's.
+    let hosts: Vec<String> = std::fs::read_to_string(&sh)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(hosts.len(), 32);
+    for n in ["n1", "n2", "n3", "n4"] {
+        assert_eq!(hosts.iter().filter(|h| *h == n).count(), 8, "{hosts:?}");
+    }
+    let cut: f64 = ring_edges(32)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| hosts[f[0].parse::<usize>().unwrap()] != hosts[f[1].parse::<usize>().unwrap()])
+        .map(|f| f[2].parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(p["scotch"]["inter_node_bytes"], cut);
     assert_eq!(
         p.keys().collect::<Vec<_>>(),
         ["block", "cmlb", "cyclic", "scotch"]

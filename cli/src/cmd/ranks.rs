@@ -56,6 +56,10 @@ pub struct Args {
     /// Write the SLURM_HOSTFILE (one machine name per rank, in rank order) atomically.
     #[arg(long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
+    /// Write Scotch's placement (gmap's, brought to the exact rank counts) as a SLURM_HOSTFILE
+    /// too, to run it side by side with cmlb's; needs gmap (an error when it cannot run).
+    #[arg(long, value_name = "FILE")]
+    pub scotch_hostfile: Option<PathBuf>,
     /// Each rank's load (bytes, memory load, …): one value per rank, one per line or
     /// comma-separated. Machines then get loads closer to their share wherever that costs no
     /// cut, and each plan's per-node load is reported.
@@ -142,11 +146,24 @@ pub fn run(a: Args) -> Result<()> {
     }
     let node_topo = a.node_topology.as_deref().map(Topology::load).transpose()?;
     let switch_of = switch_of(&cluster);
-    let gmap = match (a.scotch, eval::scotch::find()) {
+    // A hostfile of Scotch's plan is asked for by name: gmap must run, as with `always`.
+    let scotch_mode = match (a.scotch, &a.scotch_hostfile) {
+        (ScotchMode::Never, Some(_)) => {
+            bail!("--scotch-hostfile needs Scotch's plan: it cannot go with --scotch never")
+        }
+        (_, Some(_)) => ScotchMode::Always,
+        (m, None) => m,
+    };
+    let gmap = match (scotch_mode, eval::scotch::find()) {
         (ScotchMode::Never, _) => None,
         (ScotchMode::Always, None) => bail!(
-            "--scotch always: Scotch's gmap is not installed (no scotch_gmap or gmap in PATH; \
-             Debian: apt-get install scotch)"
+            "{}: Scotch's gmap is not installed (no scotch_gmap or gmap in PATH; \
+             Debian: apt-get install scotch)",
+            if a.scotch_hostfile.is_some() {
+                "--scotch-hostfile"
+            } else {
+                "--scotch always"
+            }
         ),
         (_, found) => found,
     };
@@ -182,8 +199,9 @@ pub fn run(a: Args) -> Result<()> {
         ),
     ];
     let work = tempfile::tempdir().context("creating a work directory for gmap")?;
+    let mut scotch_place: Option<Vec<usize>> = None;
     match &gmap {
-        None if a.scotch == ScotchMode::Auto => {
+        None if scotch_mode == ScotchMode::Auto => {
             notes.push("scotch: not run: gmap not installed (apt-get install scotch)".into())
         }
         None => {}
@@ -202,9 +220,10 @@ pub fn run(a: Args) -> Result<()> {
                 if let Some(n) = &p.note {
                     notes.push(format!("scotch: {n}"));
                 }
+                scotch_place = Some(p.machine.clone());
                 placements.push(("scotch", p.machine, p.mapping_ms, Inside::Gmap(gm.clone())));
             }
-            Err(e) if a.scotch == ScotchMode::Auto => {
+            Err(e) if scotch_mode == ScotchMode::Auto => {
                 notes.push(format!("scotch: not compared: {e}"))
             }
             Err(e) => return Err(e).context("mapping the ranks with Scotch's gmap"),
@@ -255,13 +274,19 @@ pub fn run(a: Args) -> Result<()> {
             ms,
         });
     }
-    if let Some(h) = &a.hostfile {
+    let hostfile = |place: &[usize]| {
         let mut text = String::new();
-        for &m in &planned {
+        for &m in place {
             text.push_str(&cluster.machines[m].name);
             text.push('\n');
         }
-        mapper::output::write_atomic(h, text.as_bytes())?;
+        text
+    };
+    if let Some(h) = &a.hostfile {
+        mapper::output::write_atomic(h, hostfile(&planned).as_bytes())?;
+    }
+    if let (Some(h), Some(place)) = (&a.scotch_hostfile, &scotch_place) {
+        mapper::output::write_atomic(h, hostfile(place).as_bytes())?;
     }
     match a.format {
         Format::Json => {
