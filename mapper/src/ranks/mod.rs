@@ -6,8 +6,8 @@
 //! clustering paper (digest 002 §4.5: one single-level mapping per switch level, top down):
 //! the machines form a tree (switches from Slurm's `topology.conf` when given, else one
 //! level); at every tree vertex the ranks assigned to it are split among its children by
-//! greedy graph growing — the next rank taken is the unassigned one that exchanges most bytes
-//! with the group — followed by boundary swaps that lower the cut. Group sizes are the slots
+//! multilevel recursive bisection with exact part sizes (`multilevel.rs`; EagerMap's greedy
+//! growing is its initial partitioning on the coarsest graph). Group sizes are the slots
 //! Slurm gave each machine (ranks per node), so the plan never asks Slurm for another
 //! distribution of counts. Inside each machine the ranks' sub-matrix is mapped onto the
 //! machine's cores by any strategy (CMLB by default), as threads are.
