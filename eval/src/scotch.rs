@@ -5,6 +5,7 @@ use crate::capacity::{self, Repair};
 use crate::error::{EvalError, Result};
 use crate::inputs::EvalInput;
 use mapper::metrics::{self, Metrics};
+use mapper::ranks::{Cluster, RankGraph};
 use mapper::{CommMatrix, Topology};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -180,15 +181,7 @@ pub fn run_gmap(
     let text = std::fs::read_to_string(&out).map_err(|e| EvalError::io(&out, e))?;
     let pus = parse_map(&text, comm.n(), topo.pus.len())?;
     let log_text = std::fs::read_to_string(&log).map_err(|e| EvalError::io(&log, e))?;
-    let secs = log_text
-        .lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next() == Some("T") && f.next() == Some("Mapping"))
-                .then(|| f.next().and_then(|v| v.parse::<f64>().ok()))
-                .flatten()
-        })
-        .ok_or(EvalError::NoMappingTime)?;
+    let secs = mapping_secs(&log_text)?;
     Ok(GmapMapping { pus, secs })
 }
 
@@ -221,6 +214,269 @@ pub fn map(gmap: &Path, input: &EvalInput, topo: &Topology, work: &Path) -> Resu
         metrics,
         repair,
     })
+}
+
+// ---- Ranks of a multi-node job -------------------------------------------------------------
+
+/// Scotch source graph of a rank graph: edge weights only (flags `010`): every rank takes one
+/// slot of the target, so vertex weights stay at 1 and loads are not given to Scotch. Bytes
+/// are kept exact when they are integers small enough, otherwise scaled so the largest edge is
+/// at most 10^6 and all arcs sum to at most 2^27 (Scotch sums them in native integers, 32-bit
+/// in Debian's build); a positive edge never scales to 0.
+pub fn write_rank_grf(g: &RankGraph) -> String {
+    let n = g.n();
+    let (mut max, mut sum, mut integer) = (0.0f64, 0.0f64, true);
+    for r in 0..n {
+        for (_, w, _) in g.neighbours(r) {
+            max = max.max(w);
+            sum += w;
+            integer &= w.fract() == 0.0;
+        }
+    }
+    const SUM_MAX: f64 = (1u64 << 27) as f64;
+    let scale = if (integer && max <= 1e6 && sum <= SUM_MAX) || max == 0.0 {
+        1.0
+    } else {
+        (1e6 / max).min(SUM_MAX / sum)
+    };
+    let arcs: usize = (0..n).map(|r| g.neighbours(r).count()).sum();
+    let mut s = String::with_capacity(arcs * 12 + 32);
+    s.push_str(&format!("0\n{n} {arcs}\n0 010\n"));
+    for r in 0..n {
+        s.push_str(&g.neighbours(r).count().to_string());
+        for (t, w, _) in g.neighbours(r) {
+            let w = ((w * scale).round() as u64).max(1);
+            s.push_str(&format!(" {w} {t}"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Scotch target for ranks → machines: one terminal per rank a machine takes, under the same
+/// tree cmlb maps over (switches of topology.conf, then machines), as a `tleaf` whose link
+/// costs grow tenfold per level up (slots 1, machines 10, leaf switches 100, …). Machines
+/// with different numbers of ranks, or switches of different widths, are a `sub`-architecture
+/// of the `tleaf` that has room for the widest. `terminal_machine[t]` is the machine of
+/// terminal `t` as gmap numbers them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankTarget {
+    pub text: String,
+    pub terminal_machine: Vec<usize>,
+    /// Set when the tree could not be given to Scotch as it is.
+    pub note: Option<String>,
+}
+
+/// See [`RankTarget`]; `counts` = ranks per machine ([`mapper::ranks::rank_counts`]).
+pub fn write_rank_tgt(c: &Cluster, counts: &[usize]) -> RankTarget {
+    let active: Vec<usize> = (0..c.machines.len()).filter(|&m| counts[m] > 0).collect();
+    let all_paths = c.paths();
+    let depth = all_paths[active[0]].len();
+    let mut note = None;
+    let paths: Vec<Vec<usize>> = if active.iter().all(|&m| all_paths[m].len() == depth) {
+        active.iter().map(|&m| all_paths[m].clone()).collect()
+    } else {
+        note = Some(
+            "Scotch was given the machines without the switch tree: its machines are not all \
+             at the same depth, which a tleaf target cannot describe"
+                .to_string(),
+        );
+        (0..active.len()).map(|k| vec![k]).collect()
+    };
+    let depth = paths[0].len();
+    let fanout: Vec<usize> = (0..depth)
+        .map(|i| paths.iter().map(|p| p[i] + 1).max().unwrap_or(1))
+        .collect();
+    let slots = active.iter().map(|&m| counts[m]).max().unwrap_or(1);
+    let mut terms: Vec<(usize, usize)> = Vec::new();
+    for (k, &m) in active.iter().enumerate() {
+        let mut base = 0;
+        for (i, &f) in fanout.iter().enumerate() {
+            base = base * f + paths[k][i];
+        }
+        for j in 0..counts[m] {
+            terms.push((base * slots + j, m));
+        }
+    }
+    terms.sort_unstable();
+    let mut levels = format!("tleaf {}", depth + 1);
+    for (i, f) in fanout.iter().enumerate() {
+        levels.push_str(&format!(" {f} {}", 10u64.pow((depth - i) as u32)));
+    }
+    levels.push_str(&format!(" {slots} 1"));
+    let full = fanout.iter().product::<usize>() * slots;
+    let text = if terms.len() == full {
+        format!("{levels}\n")
+    } else {
+        let list: Vec<String> = terms.iter().map(|t| t.0.to_string()).collect();
+        format!("sub {} {} {levels}\n", terms.len(), list.join(" "))
+    };
+    RankTarget {
+        text,
+        terminal_machine: terms.into_iter().map(|t| t.1).collect(),
+        note,
+    }
+}
+
+/// How Scotch's ranks → machines mapping was brought to the exact rank counts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CountRepair {
+    /// Ranks moved to another machine (= the excess over the counts: nothing else moves).
+    pub moved: usize,
+    /// Machines that held more ranks than Slurm gives them.
+    pub overfull_machines: usize,
+    /// Inter-node bytes of gmap's mapping as it was (not a plan Slurm can run).
+    pub raw_inter_node: f64,
+}
+
+/// Bring `machine` (rank → machine) to exactly `counts`: only the excess ranks of overfull
+/// machines move, each to a machine with room; the move that adds least inter-node bytes
+/// (bytes to its machine − bytes to the new one) is made first, ties to the lowest rank and
+/// machine, every later choice seeing the earlier moves. `None` when nothing had to move.
+pub fn repair_counts(
+    g: &RankGraph,
+    machine: &mut [usize],
+    counts: &[usize],
+) -> Option<CountRepair> {
+    let k = counts.len();
+    let mut have = vec![0usize; k];
+    for &m in machine.iter() {
+        have[m] += 1;
+    }
+    let overfull = (0..k).filter(|&m| have[m] > counts[m]).count();
+    if overfull == 0 {
+        return None;
+    }
+    let raw = g.cut(machine);
+    let mut moved = 0;
+    let mut to = vec![0.0f64; k];
+    let mut touched: Vec<usize> = Vec::new();
+    loop {
+        let room: Vec<usize> = (0..k).filter(|&m| have[m] < counts[m]).collect();
+        let mut best: Option<(f64, usize, usize)> = None;
+        for r in 0..g.n() {
+            let a = machine[r];
+            if have[a] <= counts[a] {
+                continue;
+            }
+            for (s, w, _) in g.neighbours(r) {
+                if to[machine[s]] == 0.0 {
+                    touched.push(machine[s]);
+                }
+                to[machine[s]] += w;
+            }
+            let own = to[a];
+            // The machine with room r exchanges most with (the first with room when none).
+            let mut pick = (f64::NEG_INFINITY, usize::MAX);
+            for &m in touched.iter().filter(|&&m| have[m] < counts[m]) {
+                if to[m] > pick.0 || (to[m] == pick.0 && m < pick.1) {
+                    pick = (to[m], m);
+                }
+            }
+            if pick.1 == usize::MAX || (pick.0 <= 0.0 && room[0] < pick.1) {
+                pick = (0.0, room[0]);
+            }
+            let loss = own - pick.0;
+            if best.is_none_or(|(bl, _, _)| loss < bl) {
+                best = Some((loss, r, pick.1));
+            }
+            for &m in &touched {
+                to[m] = 0.0;
+            }
+            touched.clear();
+        }
+        let Some((_, r, m)) = best else { break };
+        have[machine[r]] -= 1;
+        have[m] += 1;
+        machine[r] = m;
+        moved += 1;
+        if (0..k).all(|m| have[m] <= counts[m]) {
+            break;
+        }
+    }
+    Some(CountRepair {
+        moved,
+        overfull_machines: overfull,
+        raw_inter_node: raw,
+    })
+}
+
+/// Scotch's ranks → machines plan, as `cmlb ranks` compares it.
+#[derive(Debug, Clone)]
+pub struct ScotchRankPlan {
+    /// Machine of each rank, with exactly the machines' rank counts.
+    pub machine: Vec<usize>,
+    /// The `Mapping` time gmap reports (its I/O excluded, like cmlb's), plus the repair's.
+    pub mapping_ms: f64,
+    /// gmap's whole run, reading and writing its files included.
+    pub wall_ms: f64,
+    /// How gmap's mapping was changed to the exact counts, if it had to be.
+    pub repair: Option<CountRepair>,
+    /// Set when the target is not quite cmlb's (see [`RankTarget::note`]).
+    pub note: Option<String>,
+}
+
+/// Map the ranks of `g` onto the machines of `c` (with its switches) with gmap, in `work`,
+/// and bring the result to the exact rank counts ([`repair_counts`]).
+pub fn map_ranks(gmap: &Path, g: &RankGraph, c: &Cluster, work: &Path) -> Result<ScotchRankPlan> {
+    let counts = mapper::ranks::rank_counts(c, g.n())?;
+    let active: Vec<usize> = (0..counts.len()).filter(|&m| counts[m] > 0).collect();
+    if active.len() == 1 {
+        return Ok(ScotchRankPlan {
+            machine: vec![active[0]; g.n()],
+            mapping_ms: 0.0,
+            wall_ms: 0.0,
+            repair: None,
+            note: Some("one machine holds every rank: gmap not run".into()),
+        });
+    }
+    let target = write_rank_tgt(c, &counts);
+    let grf = work.join("ranks.grf");
+    let tgt = work.join("ranks.tgt");
+    let out = work.join("ranks.map");
+    let log = work.join("ranks.log");
+    std::fs::write(&grf, write_rank_grf(g)).map_err(|e| EvalError::io(&grf, e))?;
+    std::fs::write(&tgt, &target.text).map_err(|e| EvalError::io(&tgt, e))?;
+    let t = Instant::now();
+    let o = Command::new(gmap)
+        .arg("-vt")
+        .args([&grf, &tgt, &out, &log])
+        .output()
+        .map_err(|e| EvalError::io(gmap, e))?;
+    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+    if !o.status.success() {
+        return Err(EvalError::Gmap {
+            program: gmap.to_path_buf(),
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        });
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| EvalError::io(&out, e))?;
+    let terms = parse_map(&text, g.n(), target.terminal_machine.len())?;
+    let log_text = std::fs::read_to_string(&log).map_err(|e| EvalError::io(&log, e))?;
+    let secs = mapping_secs(&log_text)?;
+    let mut machine: Vec<usize> = terms.iter().map(|&t| target.terminal_machine[t]).collect();
+    let t = Instant::now();
+    let repair = repair_counts(g, &mut machine, &counts);
+    let repair_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(ScotchRankPlan {
+        machine,
+        mapping_ms: secs * 1e3 + repair_ms,
+        wall_ms,
+        repair,
+        note: target.note,
+    })
+}
+
+/// The `T Mapping` time of a `gmap -vt` log, in seconds.
+fn mapping_secs(log: &str) -> Result<f64> {
+    log.lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some("T") && f.next() == Some("Mapping"))
+                .then(|| f.next().and_then(|v| v.parse::<f64>().ok()))
+                .flatten()
+        })
+        .ok_or(EvalError::NoMappingTime)
 }
 
 #[cfg(test)]
@@ -272,5 +528,83 @@ mod tests {
         assert!(e.to_string().contains("line 2"), "{e}");
         let e = parse_map("", 2, 8).unwrap_err();
         assert!(e.to_string().contains("count"), "{e}");
+    }
+
+    fn ring(n: usize) -> RankGraph {
+        let e: Vec<_> = (0..n).map(|i| (i, (i + 1) % n, 10.0, 1.0)).collect();
+        RankGraph::from_edges(n, &e).unwrap()
+    }
+
+    #[test]
+    fn rank_grf_keeps_integer_bytes_and_scales_the_rest() {
+        let g = RankGraph::from_edges(3, &[(0, 1, 5.0, 1.0), (1, 2, 2.0, 1.0)]).unwrap();
+        assert_eq!(
+            write_rank_grf(&g),
+            "0\n3 4\n0 010\n1 5 1\n2 5 0 2 2\n1 2 1\n"
+        );
+        // Bytes too large for Scotch's integers: the largest edge becomes 10^6, a tiny one 1.
+        let g = RankGraph::from_edges(3, &[(0, 1, 4e12, 1.0), (1, 2, 1.0, 1.0)]).unwrap();
+        assert_eq!(
+            write_rank_grf(&g),
+            "0\n3 4\n0 010\n1 1000000 1\n2 1000000 0 1 2\n1 1 1\n"
+        );
+    }
+
+    #[test]
+    fn rank_targets_follow_counts_and_switches() {
+        // Equal machines, no switches: a plain two-level tleaf.
+        let c = Cluster::parse("3x4").unwrap();
+        let t = write_rank_tgt(&c, &[4, 4, 4]);
+        assert_eq!(t.text, "tleaf 2 3 10 4 1\n");
+        assert_eq!(t.terminal_machine, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(t.note, None);
+        // Uneven counts (and a machine given no rank): the slots that exist, of the widest.
+        let t = write_rank_tgt(&Cluster::parse("a:2,b:3,c:1").unwrap(), &[2, 0, 1]);
+        assert_eq!(t.text, "sub 3 0 1 4 tleaf 2 3 10 2 1\n");
+        assert_eq!(t.terminal_machine, [0, 0, 2]);
+        // Switches: one level more, ten times dearer.
+        let conf = "SwitchName=s1 Nodes=n[0-1]\nSwitchName=s2 Nodes=n[2-3]\n\
+                    SwitchName=top Switches=s[1-2]\n";
+        let c = Cluster::parse("n[0-3]:2")
+            .unwrap()
+            .with_topology_conf(conf, "t")
+            .unwrap();
+        let t = write_rank_tgt(&c, &[2, 2, 2, 2]);
+        assert_eq!(t.text, "tleaf 3 2 100 2 10 2 1\n");
+        assert_eq!(t.terminal_machine, [0, 0, 1, 1, 2, 2, 3, 3]);
+        // Machines at different depths: flat, and said so.
+        let conf = "SwitchName=s1 Nodes=n[0-1]\nSwitchName=top Switches=s1 Nodes=n2\n";
+        let c = Cluster::parse("n[0-2]:2")
+            .unwrap()
+            .with_topology_conf(conf, "t")
+            .unwrap();
+        let t = write_rank_tgt(&c, &[2, 2, 2]);
+        assert_eq!(t.text, "tleaf 2 3 10 2 1\n");
+        assert!(t.note.unwrap().contains("not all at the same depth"));
+    }
+
+    #[test]
+    fn count_repair_moves_only_the_excess_where_it_costs_least() {
+        // A ring of 8 on 2 machines of 4, given as 5 + 3: one rank moves, one at an end of
+        // machine 0's arc (loss 0: it exchanges as much with machine 1), the lower one.
+        let g = ring(8);
+        let mut m = vec![0, 0, 0, 0, 0, 1, 1, 1];
+        let r = repair_counts(&g, &mut m, &[4, 4]).unwrap();
+        assert_eq!(
+            (r.moved, r.overfull_machines, r.raw_inter_node),
+            (1, 1, 20.0)
+        );
+        assert_eq!(m, [1, 0, 0, 0, 0, 1, 1, 1]);
+        assert_eq!(g.cut(&m), 20.0);
+        assert_eq!(repair_counts(&g, &mut m, &[4, 4]), None);
+        // Everything on one machine: the excess spreads to the machines with room.
+        let mut m = vec![0; 8];
+        let r = repair_counts(&g, &mut m, &[2, 3, 3]).unwrap();
+        assert_eq!(r.moved, 6);
+        let mut have = [0; 3];
+        for &x in &m {
+            have[x] += 1;
+        }
+        assert_eq!(have, [2, 3, 3]);
     }
 }

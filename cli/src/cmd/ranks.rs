@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
-use mapper::ranks::{self, Cluster, RankGraph};
+use mapper::ranks::{self, Cluster, MapOptions, RankGraph};
 use mapper::strategy::{self, MapInput};
 use mapper::{StrategySpec, Topology};
 use std::path::PathBuf;
@@ -56,9 +56,35 @@ pub struct Args {
     /// Write the SLURM_HOSTFILE (one machine name per rank, in rank order) atomically.
     #[arg(long, value_name = "FILE")]
     pub hostfile: Option<PathBuf>,
+    /// Write Scotch's placement (gmap's, brought to the exact rank counts) as a SLURM_HOSTFILE
+    /// too, to run it side by side with cmlb's; needs gmap (an error when it cannot run).
+    #[arg(long, value_name = "FILE")]
+    pub scotch_hostfile: Option<PathBuf>,
+    /// Each rank's load (bytes, memory load, …): one value per rank, one per line or
+    /// comma-separated. Machines then get loads closer to their share wherever that costs no
+    /// cut, and each plan's per-node load is reported.
+    #[arg(long, value_name = "FILE")]
+    pub load: Option<PathBuf>,
+    /// Compare with Scotch's gmap on the same graph, machines and rank counts: `auto` when it
+    /// is installed (a missing gmap is one line), `always` (a missing gmap is an error), `never`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub scotch: ScotchMode,
+    /// Seed of the partitioner's random choices (the plan is the same for the same seed).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScotchMode {
+    /// Run gmap when it is installed; otherwise say so in one line.
+    Auto,
+    /// Run gmap; fail when it is not installed or fails.
+    Always,
+    /// Do not run gmap.
+    Never,
 }
 
 /// One placement's cost.
@@ -68,7 +94,18 @@ struct Cost {
     inter_node_bytes: f64,
     inter_switch_bytes: Option<f64>,
     inter_numa_bytes: Option<f64>,
+    /// With --load: each machine's load, in machine order.
+    node_loads: Option<Vec<f64>>,
+    max_node_load: Option<f64>,
+    min_node_load: Option<f64>,
     ms: f64,
+}
+
+/// How the ranks of a placement are put onto cores inside each machine (for inter-NUMA).
+enum Inside {
+    Strategy(StrategySpec),
+    /// gmap inside each machine as well, for Scotch's own plan.
+    Gmap(PathBuf),
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -76,6 +113,22 @@ pub fn run(a: Args) -> Result<()> {
         RankGraph::from_dense(&mapper::profile::read_comm_csv(&a.comm, false)?)
     } else {
         ranks::read_edges(&a.comm, None)?
+    };
+    let load = match &a.load {
+        None => None,
+        Some(p) => {
+            let v = mapper::profile::read_load_csv(p)?;
+            if v.len() != g.n() {
+                bail!(
+                    "{}: {} load values but {} has {} ranks",
+                    p.display(),
+                    v.len(),
+                    a.comm.display(),
+                    g.n()
+                );
+            }
+            Some(v)
+        }
     };
     let mut cluster = Cluster::parse(&a.nodes)?;
     if let Some(tc) = &a.topology_conf {
@@ -93,52 +146,147 @@ pub fn run(a: Args) -> Result<()> {
     }
     let node_topo = a.node_topology.as_deref().map(Topology::load).transpose()?;
     let switch_of = switch_of(&cluster);
+    // A hostfile of Scotch's plan is asked for by name: gmap must run, as with `always`.
+    let scotch_mode = match (a.scotch, &a.scotch_hostfile) {
+        (ScotchMode::Never, Some(_)) => {
+            bail!("--scotch-hostfile needs Scotch's plan: it cannot go with --scotch never")
+        }
+        (_, Some(_)) => ScotchMode::Always,
+        (m, None) => m,
+    };
+    let gmap = match (scotch_mode, eval::scotch::find()) {
+        (ScotchMode::Never, _) => None,
+        (ScotchMode::Always, None) => bail!(
+            "{}: Scotch's gmap is not installed (no scotch_gmap or gmap in PATH; \
+             Debian: apt-get install scotch)",
+            if a.scotch_hostfile.is_some() {
+                "--scotch-hostfile"
+            } else {
+                "--scotch always"
+            }
+        ),
+        (_, found) => found,
+    };
 
     let t = Instant::now();
-    let planned = ranks::map_to_machines(&g, &cluster)?;
+    let opts = MapOptions {
+        load: load.clone(),
+        seed: a.seed,
+    };
+    let planned = ranks::map_to_machines_with(&g, &cluster, &opts)?;
     let plan_ms = t.elapsed().as_secs_f64() * 1e3;
+    let compact = StrategySpec::parse("compact")?;
+    let mut notes: Vec<String> = Vec::new();
+    // Slurm's own distributions pin ranks in order: compact inside a node.
+    let mut placements = vec![
+        (
+            "cmlb",
+            planned.clone(),
+            plan_ms,
+            Inside::Strategy(a.strategy.clone()),
+        ),
+        (
+            "block",
+            ranks::block(&cluster, g.n())?,
+            0.0,
+            Inside::Strategy(compact.clone()),
+        ),
+        (
+            "cyclic",
+            ranks::cyclic(&cluster, g.n())?,
+            0.0,
+            Inside::Strategy(compact),
+        ),
+    ];
+    let work = tempfile::tempdir().context("creating a work directory for gmap")?;
+    let mut scotch_place: Option<Vec<usize>> = None;
+    match &gmap {
+        None if scotch_mode == ScotchMode::Auto => {
+            notes.push("scotch: not run: gmap not installed (apt-get install scotch)".into())
+        }
+        None => {}
+        Some(gm) => match eval::scotch::map_ranks(gm, &g, &cluster, work.path()) {
+            Ok(p) => {
+                if let Some(r) = &p.repair {
+                    notes.push(format!(
+                        "scotch: gmap left {} machine(s) with more ranks than Slurm gives them \
+                         (inter-node bytes as gmap mapped: {}); {} rank(s) moved to machines \
+                         with room, least added bytes first: the row is that repaired plan",
+                        r.overfull_machines,
+                        mapper::compare::num(r.raw_inter_node),
+                        r.moved
+                    ));
+                }
+                if let Some(n) = &p.note {
+                    notes.push(format!("scotch: {n}"));
+                }
+                scotch_place = Some(p.machine.clone());
+                placements.push(("scotch", p.machine, p.mapping_ms, Inside::Gmap(gm.clone())));
+            }
+            Err(e) if scotch_mode == ScotchMode::Auto => {
+                notes.push(format!("scotch: not compared: {e}"))
+            }
+            Err(e) => return Err(e).context("mapping the ranks with Scotch's gmap"),
+        },
+    }
+
     let mut costs = Vec::new();
     let mut inner: Vec<Option<Vec<u32>>> = vec![None; g.n()];
-    for (name, place, ms) in [
-        ("cmlb", planned.clone(), plan_ms),
-        ("block", ranks::block(&cluster, g.n())?, 0.0),
-        ("cyclic", ranks::cyclic(&cluster, g.n())?, 0.0),
-    ] {
+    for (name, place, ms, inside) in placements {
         let inter_switch = switch_of.as_ref().map(|sw| {
             let s: Vec<usize> = place.iter().map(|&m| sw[m]).collect();
             g.cut(&s)
         });
-        let inter_numa = match &node_topo {
-            None => None,
-            Some(topo) => Some(inside_machines(
+        let inter_numa = match (&node_topo, inside) {
+            (None, _) => None,
+            (Some(topo), Inside::Strategy(spec)) => Some(inside_machines(
                 &g,
                 &cluster,
                 &place,
                 topo,
-                if name == "cmlb" {
-                    a.strategy.clone()
-                } else {
-                    // Slurm's own distributions pin ranks in order: compact inside a node.
-                    StrategySpec::parse("compact")?
-                },
+                spec,
                 (name == "cmlb").then_some(&mut inner),
             )?),
+            (Some(topo), Inside::Gmap(gm)) => {
+                match inside_machines_gmap(&g, &cluster, &place, topo, &gm, work.path()) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        notes.push(format!("scotch: no inter-NUMA bytes: {e:#}"));
+                        None
+                    }
+                }
+            }
+        };
+        let node_loads = load
+            .as_ref()
+            .map(|l| ranks::machine_loads(&place, l, cluster.machines.len()));
+        let fold = |f: fn(f64, f64) -> f64, init: f64| {
+            node_loads.as_ref().map(|v| v.iter().copied().fold(init, f))
         };
         costs.push(Cost {
             placement: name.into(),
             inter_node_bytes: g.cut(&place),
             inter_switch_bytes: inter_switch,
             inter_numa_bytes: inter_numa,
+            max_node_load: fold(f64::max, f64::NEG_INFINITY),
+            min_node_load: fold(f64::min, f64::INFINITY),
+            node_loads,
             ms,
         });
     }
-    if let Some(h) = &a.hostfile {
+    let hostfile = |place: &[usize]| {
         let mut text = String::new();
-        for &m in &planned {
+        for &m in place {
             text.push_str(&cluster.machines[m].name);
             text.push('\n');
         }
-        mapper::output::write_atomic(h, text.as_bytes())?;
+        text
+    };
+    if let Some(h) = &a.hostfile {
+        mapper::output::write_atomic(h, hostfile(&planned).as_bytes())?;
+    }
+    if let (Some(h), Some(place)) = (&a.scotch_hostfile, &scotch_place) {
+        mapper::output::write_atomic(h, hostfile(place).as_bytes())?;
     }
     match a.format {
         Format::Json => {
@@ -155,7 +303,8 @@ pub fn run(a: Args) -> Result<()> {
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
                     "ranks": g.n(), "edges": g.edges(), "total_bytes": g.total(),
-                    "placements": costs, "plan": plan
+                    "nodes": cluster.machines.iter().map(|m| &m.name).collect::<Vec<_>>(),
+                    "placements": costs, "notes": notes, "plan": plan
                 }))?
             );
         }
@@ -173,19 +322,30 @@ pub fn run(a: Args) -> Result<()> {
                 }
             );
             println!(
-                "{:<8} {:>16} {:>16} {:>16} {:>10}",
-                "", "inter-node", "inter-switch", "inter-NUMA", "ms"
+                "{:<8} {:>16} {:>16} {:>16} {:>14} {:>14} {:>10}",
+                "",
+                "inter-node",
+                "inter-switch",
+                "inter-NUMA",
+                "max node load",
+                "min node load",
+                "ms"
             );
             let opt = |v: Option<f64>| v.map_or("-".to_string(), mapper::compare::num);
             for c in &costs {
                 println!(
-                    "{:<8} {:>16} {:>16} {:>16} {:>10.1}",
+                    "{:<8} {:>16} {:>16} {:>16} {:>14} {:>14} {:>10.1}",
                     c.placement,
                     mapper::compare::num(c.inter_node_bytes),
                     opt(c.inter_switch_bytes),
                     opt(c.inter_numa_bytes),
+                    opt(c.max_node_load),
+                    opt(c.min_node_load),
                     c.ms
                 );
+            }
+            for n in &notes {
+                println!("{n}");
             }
             for (k, m) in cluster.machines.iter().enumerate() {
                 let rs: Vec<usize> = (0..g.n()).filter(|&r| planned[r] == k).collect();
@@ -245,6 +405,36 @@ fn inside_machines(
                 p[members[a.thread]] = Some(vec![a.pu]);
             }
         }
+    }
+    Ok(remote)
+}
+
+/// [`inside_machines`] for Scotch's plan: gmap maps every machine's ranks onto its cores too,
+/// its mapping brought to one rank per PU as for threads (`eval::scotch::map`).
+fn inside_machines_gmap(
+    g: &RankGraph,
+    c: &Cluster,
+    place: &[usize],
+    topo: &Topology,
+    gmap: &std::path::Path,
+    work: &std::path::Path,
+) -> Result<f64> {
+    let mut remote = 0.0;
+    for k in 0..c.machines.len() {
+        let members: Vec<usize> = (0..g.n()).filter(|&r| place[r] == k).collect();
+        if members.len() < 2 {
+            continue;
+        }
+        let input = eval::EvalInput {
+            name: c.machines[k].name.clone(),
+            source: "cmlb ranks".into(),
+            comm: g.submatrix(&members),
+            load: vec![1.0; members.len()],
+            samples: None,
+        };
+        let plan = eval::scotch::map(gmap, &input, topo, work)
+            .with_context(|| format!("mapping the ranks of {}", c.machines[k].name))?;
+        remote += plan.metrics.remote_comm;
     }
     Ok(remote)
 }

@@ -95,6 +95,11 @@ impl RankGraph {
         self.start.len() - 1
     }
 
+    /// The compressed rows: row starts, neighbours, bytes (each edge in both rows).
+    pub(crate) fn csr(&self) -> (&[usize], &[u32], &[f64]) {
+        (&self.start, &self.to, &self.bytes)
+    }
+
     /// Number of undirected edges.
     pub fn edges(&self) -> usize {
         self.to.len() / 2

@@ -6,8 +6,8 @@
 //! clustering paper (digest 002 §4.5: one single-level mapping per switch level, top down):
 //! the machines form a tree (switches from Slurm's `topology.conf` when given, else one
 //! level); at every tree vertex the ranks assigned to it are split among its children by
-//! greedy graph growing — the next rank taken is the unassigned one that exchanges most bytes
-//! with the group — followed by boundary swaps that lower the cut. Group sizes are the slots
+//! multilevel recursive bisection with exact part sizes (`multilevel.rs`; EagerMap's greedy
+//! growing is its initial partitioning on the coarsest graph). Group sizes are the slots
 //! Slurm gave each machine (ranks per node), so the plan never asks Slurm for another
 //! distribution of counts. Inside each machine the ranks' sub-matrix is mapped onto the
 //! machine's cores by any strategy (CMLB by default), as threads are.
@@ -15,13 +15,13 @@
 //! Everything works on the sparse [`RankGraph`], so 16 384 ranks of a 3-D stencil take
 //! memory and time in proportion to their edges.
 
+mod balance;
 pub mod graph;
+mod multilevel;
 
 pub use graph::{parse_edges, read_edges, write_edges, RankGraph};
 
 use crate::error::{MapError, Result};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// One machine of the job: its Slurm node name, the ranks Slurm places on it, and its leaf
 /// switch (an index into [`Cluster::switches`], or none).
@@ -229,6 +229,29 @@ impl Cluster {
     pub fn slots(&self) -> usize {
         self.machines.iter().map(|m| m.slots).sum()
     }
+
+    /// Each machine's place in the mapping tree: the child taken at every level from the top
+    /// down to it (`[m]` without switches; `[switch, machine]` under one level of switches).
+    /// Lets another mapper (Scotch) be given the same tree.
+    pub fn paths(&self) -> Vec<Vec<usize>> {
+        fn walk(t: &TreeNode, path: &mut Vec<usize>, out: &mut [Vec<usize>]) {
+            if t.children.is_empty() {
+                let m = t.machines[0];
+                if out[m].is_empty() {
+                    out[m] = path.clone();
+                }
+                return;
+            }
+            for (k, ch) in t.children.iter().enumerate() {
+                path.push(k);
+                walk(ch, path, out);
+                path.pop();
+            }
+        }
+        let mut out = vec![Vec::new(); self.machines.len()];
+        walk(&tree(self), &mut Vec::new(), &mut out);
+        out
+    }
 }
 
 /// A vertex of the mapping tree: its machines (leaves below it) and children.
@@ -310,215 +333,141 @@ pub fn rank_counts(c: &Cluster, n: usize) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// How [`map_to_machines_with`] maps.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MapOptions {
+    /// Each rank's load (bytes, memory load, …): among plans of the same cut, machines get
+    /// loads closer to their share (the rule of `balance`, docs/ranks.md "Load").
+    pub load: Option<Vec<f64>>,
+    /// Seed of the partitioner's random choices (the plan is deterministic for a seed).
+    pub seed: u64,
+}
+
 /// Ranks → machines (index into `c.machines`) for the graph, hierarchical when `c` has
 /// switches. Deterministic.
 pub fn map_to_machines(g: &RankGraph, c: &Cluster) -> Result<Vec<usize>> {
+    map_to_machines_with(g, c, &MapOptions::default())
+}
+
+/// [`map_to_machines`] with rank loads and a seed.
+pub fn map_to_machines_with(g: &RankGraph, c: &Cluster, o: &MapOptions) -> Result<Vec<usize>> {
     let counts = rank_counts(c, g.n())?;
+    if let Some(load) = &o.load {
+        check_load(load, g.n())?;
+    }
     let t = tree(c);
+    let w = multilevel::Wg::from_rank_graph(g);
     let mut machine = vec![usize::MAX; g.n()];
-    let all: Vec<usize> = (0..g.n()).collect();
-    split(g, &t, &all, &counts, &mut machine);
+    let all: Vec<u32> = (0..g.n() as u32).collect();
+    let mut map = vec![u32::MAX; g.n()];
+    let s = Splitter {
+        tries: multilevel::tries_for(w.adj.len()),
+        w,
+        counts,
+        o,
+    };
+    s.split(&t, &all, &mut machine, &mut map);
     Ok(machine)
 }
 
-fn split(g: &RankGraph, t: &TreeNode, members: &[usize], counts: &[usize], out: &mut [usize]) {
-    if t.children.is_empty() {
-        for &r in members {
-            out[r] = t.machines[0];
-        }
-        return;
+/// A load vector must name every rank with a finite value >= 0.
+fn check_load(load: &[f64], n: usize) -> Result<()> {
+    if load.len() != n {
+        return Err(MapError::input(
+            "rank loads",
+            format!("{} values for {n} ranks", load.len()),
+        ));
     }
-    let sizes: Vec<usize> = t
-        .children
-        .iter()
-        .map(|ch| ch.machines.iter().map(|&m| counts[m]).sum())
-        .collect();
-    let part = partition(g, members, &sizes);
-    for (k, ch) in t.children.iter().enumerate() {
-        let sub: Vec<usize> = members
+    if let Some(r) = load.iter().position(|v| !v.is_finite() || *v < 0.0) {
+        return Err(MapError::input(
+            "rank loads",
+            format!("rank {r}: {} is not a finite number >= 0", load[r]),
+        ));
+    }
+    Ok(())
+}
+
+/// What every level of a hierarchical mapping shares.
+struct Splitter<'a> {
+    w: multilevel::Wg,
+    counts: Vec<usize>,
+    o: &'a MapOptions,
+    tries: usize,
+}
+
+impl Splitter<'_> {
+    /// Assign `members` to the machines below `t`, top down.
+    fn split(&self, t: &TreeNode, members: &[u32], out: &mut [usize], map: &mut [u32]) {
+        if t.children.is_empty() {
+            for &r in members {
+                out[r as usize] = t.machines[0];
+            }
+            return;
+        }
+        let sizes: Vec<usize> = t
+            .children
             .iter()
-            .zip(&part)
-            .filter(|(_, &p)| p == k)
-            .map(|(&r, _)| r)
+            .map(|ch| ch.machines.iter().map(|&m| self.counts[m]).sum())
             .collect();
-        split(g, ch, &sub, counts, out);
+        let sub = self.w.induced(members, map);
+        let mut part = multilevel::partition(&sub, &sizes, self.o.seed, self.tries);
+        if let Some(load) = &self.o.load {
+            let sub_load: Vec<f64> = members.iter().map(|&r| load[r as usize]).collect();
+            balance::balance(&sub, &mut part, &sizes, &sub_load);
+        }
+        for (k, ch) in t.children.iter().enumerate() {
+            let next: Vec<u32> = members
+                .iter()
+                .zip(&part)
+                .filter(|(_, &p)| p as usize == k)
+                .map(|(&r, _)| r)
+                .collect();
+            self.split(ch, &next, out, map);
+        }
     }
 }
 
-const UNSET: u32 = u32::MAX;
-
-/// Split `members` into parts of exactly `sizes` (summing to `members.len()`): greedy graph
-/// growing per part, then boundary swaps. Returns the part of each member, in member order.
-pub fn partition(g: &RankGraph, members: &[usize], sizes: &[usize]) -> Vec<usize> {
-    let n = g.n();
-    // part[r]: UNSET for members not yet placed, UNSET - 1 for ranks outside this split.
-    let outside = UNSET - 1;
-    let mut part = vec![outside; n];
+/// Split `members` into parts of exactly `sizes` (summing to `members.len()`) with the least
+/// cut the multilevel partitioner finds (see `multilevel`). Returns the part of each member,
+/// in member order.
+pub fn partition(g: &RankGraph, members: &[usize], sizes: &[usize]) -> Result<Vec<usize>> {
+    if sizes.iter().sum::<usize>() != members.len() {
+        return Err(MapError::input(
+            "partition",
+            format!(
+                "part sizes sum to {}, not to the {} ranks",
+                sizes.iter().sum::<usize>(),
+                members.len()
+            ),
+        ));
+    }
+    let mut seen = vec![false; g.n()];
     for &r in members {
-        part[r] = UNSET;
-    }
-    let mut conn = vec![0.0f64; n];
-    let mut touched: Vec<usize> = Vec::new();
-    // ext[r]: bytes an unplaced member exchanges with everything placed so far. A new part
-    // starts next to the parts before it (largest ext), so the parts tile the graph instead
-    // of leaving scattered fragments for the last ones (graph growing as in METIS' GGGP).
-    let mut ext = vec![0.0f64; n];
-    let mut seeds: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
-    let mut next_seed = 0usize;
-    let mut first = Some(first_seed(g, members, &part, outside));
-    for (p, &size) in sizes.iter().enumerate() {
-        let mut heap: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
-        for &r in &touched {
-            conn[r] = 0.0;
-        }
-        touched.clear();
-        let mut taken = 0;
-        while taken < size {
-            // The unplaced member exchanging most with the part; else a seed next to the
-            // placed ones; else the next member in order.
-            let mut pick = None;
-            while let Some((key, Reverse(r))) = heap.pop() {
-                if part[r] == UNSET && conn[r].to_bits() == key {
-                    pick = Some(r);
-                    break;
-                }
-            }
-            if pick.is_none() {
-                while let Some((key, Reverse(r))) = seeds.pop() {
-                    if part[r] == UNSET && ext[r].to_bits() == key {
-                        pick = Some(r);
-                        break;
-                    }
-                }
-            }
-            let r = match pick.or_else(|| first.take()) {
-                Some(r) => r,
-                None => {
-                    while part[members[next_seed]] != UNSET {
-                        next_seed += 1;
-                    }
-                    members[next_seed]
-                }
-            };
-            part[r] = p as u32;
-            taken += 1;
-            for (s, w, _) in g.neighbours(r) {
-                if part[s] == UNSET {
-                    if conn[s] == 0.0 {
-                        touched.push(s);
-                    }
-                    conn[s] += w;
-                    heap.push((conn[s].to_bits(), Reverse(s)));
-                    ext[s] += w;
-                    seeds.push((ext[s].to_bits(), Reverse(s)));
-                }
-            }
+        if r >= g.n() || std::mem::replace(&mut seen[r], true) {
+            return Err(MapError::input(
+                "partition",
+                format!("rank {r} is beyond the graph's {} or named twice", g.n()),
+            ));
         }
     }
-    refine(g, members, &mut part, sizes.len());
-    members.iter().map(|&r| part[r] as usize).collect()
+    let w = multilevel::Wg::from_rank_graph(g);
+    let verts: Vec<u32> = members.iter().map(|&r| r as u32).collect();
+    let mut map = vec![u32::MAX; g.n()];
+    let sub = w.induced(&verts, &mut map);
+    let tries = multilevel::tries_for(sub.adj.len());
+    Ok(multilevel::partition(&sub, sizes, 0, tries)
+        .into_iter()
+        .map(|p| p as usize)
+        .collect())
 }
 
-/// Where the first part starts: at the edge of the set, so the parts peel it from one side.
-/// The member exchanging most with ranks outside the set (placed by a level above, so the
-/// first part sits next to them), else the member a breadth-first search from the first
-/// member reaches last (a pseudo-peripheral rank, as in METIS' graph growing).
-fn first_seed(g: &RankGraph, members: &[usize], part: &[u32], outside: u32) -> usize {
-    let mut best = (0.0, members[0]);
-    for &r in members {
-        let c: f64 = g
-            .neighbours(r)
-            .filter(|&(s, _, _)| part[s] == outside)
-            .map(|(_, w, _)| w)
-            .sum();
-        if c > best.0 {
-            best = (c, r);
-        }
+/// Load of each machine under `place` (rank → machine), for `machines` machines.
+pub fn machine_loads(place: &[usize], load: &[f64], machines: usize) -> Vec<f64> {
+    let mut l = vec![0.0; machines];
+    for (&m, &x) in place.iter().zip(load) {
+        l[m] += x;
     }
-    if best.0 > 0.0 {
-        return best.1;
-    }
-    let mut seen = std::collections::HashSet::with_capacity(members.len());
-    let mut queue = std::collections::VecDeque::from([members[0]]);
-    seen.insert(members[0]);
-    let mut last = members[0];
-    while let Some(r) = queue.pop_front() {
-        last = r;
-        for (s, _, _) in g.neighbours(r) {
-            if part[s] == UNSET && seen.insert(s) {
-                queue.push_back(s);
-            }
-        }
-    }
-    last
-}
-
-/// Bytes `r` exchanges with part `p`.
-fn conn_to(g: &RankGraph, part: &[u32], r: usize, p: u32) -> f64 {
-    g.neighbours(r)
-        .filter(|&(s, _, _)| part[s] == p)
-        .map(|(_, w, _)| w)
-        .sum()
-}
-
-/// Kernighan–Lin style boundary swaps: a rank whose neighbours pull it to another part is
-/// swapped with a rank of that part (among its neighbours' neighbours) when the swap lowers
-/// the cut. Sizes never change. A few passes; each applies only strictly improving swaps.
-fn refine(g: &RankGraph, members: &[usize], part: &mut [u32], parts: usize) {
-    if parts < 2 {
-        return;
-    }
-    let mut stamp = vec![0u32; g.n()];
-    let mut pass_id = 0u32;
-    for _ in 0..4 {
-        let mut improved = 0.0;
-        for &r in members {
-            let a = part[r];
-            let inside = conn_to(g, part, r, a);
-            // The part r is pulled to most.
-            let mut best: Option<(u32, f64)> = None;
-            for (s, _, _) in g.neighbours(r) {
-                let b = part[s];
-                if b == a || b >= parts as u32 || best.is_some_and(|(x, _)| x == b) {
-                    continue;
-                }
-                let c = conn_to(g, part, r, b);
-                if c > inside && best.is_none_or(|(_, bc)| c > bc) {
-                    best = Some((b, c));
-                }
-            }
-            let Some((b, cb)) = best else { continue };
-            let gain_r = cb - inside;
-            // Partner: a rank of b, two hops from r, that gains most by moving to a.
-            pass_id = pass_id.wrapping_add(1);
-            let mut partner: Option<(usize, f64)> = None;
-            for (t, _, _) in g.neighbours(r) {
-                for (s, _, _) in g.neighbours(t) {
-                    if s == r || part[s] != b || stamp[s] == pass_id {
-                        continue;
-                    }
-                    stamp[s] = pass_id;
-                    let w_rs: f64 = g
-                        .neighbours(r)
-                        .find(|&(x, _, _)| x == s)
-                        .map_or(0.0, |(_, w, _)| w);
-                    let gain =
-                        gain_r + conn_to(g, part, s, a) - conn_to(g, part, s, b) - 2.0 * w_rs;
-                    if gain > 1e-12 && partner.is_none_or(|(_, pg)| gain > pg) {
-                        partner = Some((s, gain));
-                    }
-                }
-            }
-            if let Some((s, gain)) = partner {
-                part[r] = b;
-                part[s] = a;
-                improved += gain;
-            }
-        }
-        if improved <= 0.0 {
-            break;
-        }
-    }
+    l
 }
 
 /// Slurm's `block` distribution: ranks in order fill the machines in order.
@@ -615,6 +564,207 @@ mod tests {
             e.contains("node node2 of the job is under no switch"),
             "{e}"
         );
+    }
+
+    /// A 2-D grid of `x` × `y` ranks, 4 neighbours of 1 byte each, ranks numbered by `perm`.
+    fn grid2d(x: usize, y: usize, perm: &dyn Fn(usize) -> usize) -> RankGraph {
+        let mut e = Vec::new();
+        for j in 0..y {
+            for i in 0..x {
+                let r = perm(j * x + i);
+                if i + 1 < x {
+                    e.push((r, perm(j * x + i + 1), 1.0, 1.0));
+                }
+                if j + 1 < y {
+                    e.push((r, perm((j + 1) * x + i), 1.0, 1.0));
+                }
+            }
+        }
+        RankGraph::from_edges(x * y, &e).unwrap()
+    }
+
+    /// A 3-D grid of `k`³ ranks, 6 neighbours of 1 byte each.
+    fn grid3d(k: usize, perm: &dyn Fn(usize) -> usize) -> RankGraph {
+        let id = |a: usize, b: usize, c: usize| perm((c * k + b) * k + a);
+        let mut e = Vec::new();
+        for c in 0..k {
+            for b in 0..k {
+                for a in 0..k {
+                    if a + 1 < k {
+                        e.push((id(a, b, c), id(a + 1, b, c), 1.0, 1.0));
+                    }
+                    if b + 1 < k {
+                        e.push((id(a, b, c), id(a, b + 1, c), 1.0, 1.0));
+                    }
+                    if c + 1 < k {
+                        e.push((id(a, b, c), id(a, b, c + 1), 1.0, 1.0));
+                    }
+                }
+            }
+        }
+        RankGraph::from_edges(k * k * k, &e).unwrap()
+    }
+
+    /// A fixed pseudo-random permutation of 0..n (a shuffled rank order).
+    fn shuffle(n: usize, seed: u64) -> Vec<usize> {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut p: Vec<usize> = (0..n).collect();
+        p.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+        p
+    }
+
+    fn counts_of(m: &[usize], machines: usize) -> Vec<usize> {
+        let mut c = vec![0; machines];
+        for &x in m {
+            c[x] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn shuffled_rings_are_cut_once_per_machine_whatever_the_order() {
+        for (n, spec, cuts) in [
+            (64, "4x16", 4.0),
+            (256, "8x32", 8.0),
+            (1000, "10x100", 10.0),
+        ] {
+            let p = shuffle(n, n as u64);
+            let e: Vec<_> = (0..n).map(|i| (p[i], p[(i + 1) % n], 3.0, 1.0)).collect();
+            let g = RankGraph::from_edges(n, &e).unwrap();
+            let c = Cluster::parse(spec).unwrap();
+            let m = map_to_machines(&g, &c).unwrap();
+            assert_eq!(g.cut(&m), 3.0 * cuts, "{spec}");
+            let per = n / c.machines.len();
+            assert_eq!(counts_of(&m, c.machines.len()), vec![per; c.machines.len()]);
+        }
+    }
+
+    #[test]
+    fn two_d_grids_get_the_optimal_strips_or_blocks() {
+        // 8 × 8 onto 4 machines of 16: 4 × 4 blocks cut 16 edges (strips would cut 24);
+        // onto 2 of 32: one straight cut of 8. 16 × 4 onto 4 of 16: strips of 4 × 4, 12.
+        // The same grids with shuffled rank order.
+        for (x, y, spec, best) in [
+            (8, 8, "4x16", 16.0),
+            (8, 8, "2x32", 8.0),
+            (16, 4, "4x16", 12.0),
+        ] {
+            let p = shuffle(x * y, 7);
+            for g in [grid2d(x, y, &|i| i), grid2d(x, y, &|i| p[i])] {
+                let c = Cluster::parse(spec).unwrap();
+                let m = map_to_machines(&g, &c).unwrap();
+                assert_eq!(g.cut(&m), best, "{x}x{y} onto {spec}");
+                let k = c.machines.len();
+                assert_eq!(counts_of(&m, k), vec![x * y / k; k]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_cube_splits_into_octants() {
+        // 8³ onto 8 machines of 64: the octants (4³ each) cut 3 planes of 64 edges.
+        let p = shuffle(512, 3);
+        for g in [grid3d(8, &|i| i), grid3d(8, &|i| p[i])] {
+            let m = map_to_machines(&g, &Cluster::parse("8x64").unwrap()).unwrap();
+            assert_eq!(g.cut(&m), 192.0);
+        }
+    }
+
+    #[test]
+    fn uneven_and_partial_counts_are_kept_exactly() {
+        let g = grid2d(10, 7, &|i| i);
+        let c = Cluster::parse("a:3,b[1-2]:17,c:1,d:32").unwrap();
+        let m = map_to_machines(&g, &c).unwrap();
+        assert_eq!(counts_of(&m, 5), [3, 17, 17, 1, 32]);
+        // Fewer ranks than slots: the counts of rank_counts, exactly.
+        let c = Cluster::parse("a:8,b:24,c:40").unwrap();
+        let m = map_to_machines(&g, &c).unwrap();
+        assert_eq!(counts_of(&m, 3), rank_counts(&c, 70).unwrap());
+        // Ranks that exchange nothing still fill their machines exactly.
+        let g = RankGraph::from_edges(20, &[(0, 1, 5.0, 1.0)]).unwrap();
+        let m = map_to_machines(&g, &Cluster::parse("x:7,y:13").unwrap()).unwrap();
+        assert_eq!(counts_of(&m, 2), [7, 13]);
+        assert_eq!(m[0], m[1]);
+    }
+
+    #[test]
+    fn partition_checks_its_arguments() {
+        let g = grid2d(4, 4, &|i| i);
+        let e = partition(&g, &[0, 1, 2], &[2, 2]).unwrap_err().to_string();
+        assert!(e.contains("sum to 4, not to the 3 ranks"), "{e}");
+        let e = partition(&g, &[0, 0], &[1, 1]).unwrap_err().to_string();
+        assert!(e.contains("named twice"), "{e}");
+        let p = partition(&g, &[0, 1, 4, 5, 2, 3, 6, 7], &[4, 4]).unwrap();
+        // The 2 × 4 top half splits into its two 2 × 2 squares: cut 2.
+        assert_eq!(p, [0, 0, 0, 0, 1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn loads_are_balanced_where_the_cut_allows_it() {
+        // A ring of 8, ranks 0-3 heavy (10) and 4-7 light (1), on 2 machines of 4. Every
+        // arc of 4 cuts the ring twice; the arcs {2,3,4,5}/{6,7,0,1} carry 22 each.
+        let e: Vec<_> = (0..8).map(|i| (i, (i + 1) % 8, 5.0, 1.0)).collect();
+        let g = RankGraph::from_edges(8, &e).unwrap();
+        let load = vec![10.0, 10.0, 10.0, 10.0, 1.0, 1.0, 1.0, 1.0];
+        let c = Cluster::parse("2x4").unwrap();
+        let plain = map_to_machines(&g, &c).unwrap();
+        assert_eq!(g.cut(&plain), 10.0);
+        let o = MapOptions {
+            load: Some(load.clone()),
+            seed: 0,
+        };
+        let m = map_to_machines_with(&g, &c, &o).unwrap();
+        assert_eq!(g.cut(&m), 10.0);
+        assert_eq!(machine_loads(&m, &load, 2), [22.0, 22.0]);
+        // Two 4-cliques joined by one edge, all the load on one: balancing would cost cut,
+        // so the cliques stay whole and the loads stay 40 / 4.
+        let mut e = Vec::new();
+        for base in [0, 4] {
+            for i in 0..4 {
+                for j in (i + 1)..4 {
+                    e.push((base + i, base + j, 5.0, 1.0));
+                }
+            }
+        }
+        e.push((3, 4, 1.0, 1.0));
+        let g = RankGraph::from_edges(8, &e).unwrap();
+        let m = map_to_machines_with(&g, &c, &o).unwrap();
+        assert_eq!(g.cut(&m), 1.0);
+        let mut l = machine_loads(&m, &load, 2);
+        l.sort_by(f64::total_cmp);
+        assert_eq!(l, [4.0, 40.0]);
+        // Ranks that exchange nothing go where they even the loads out: 0-1 share a
+        // machine with one of the heavy isolated ranks 2, 3.
+        let g = RankGraph::from_edges(6, &[(0, 1, 1.0, 1.0)]).unwrap();
+        let load = vec![1.0, 1.0, 5.0, 5.0, 1.0, 1.0];
+        let o = MapOptions {
+            load: Some(load.clone()),
+            seed: 0,
+        };
+        let m = map_to_machines_with(&g, &Cluster::parse("2x3").unwrap(), &o).unwrap();
+        assert_eq!(g.cut(&m), 0.0);
+        assert_eq!(machine_loads(&m, &load, 2), [7.0, 7.0]);
+        let bad = MapOptions {
+            load: Some(vec![1.0; 5]),
+            seed: 0,
+        };
+        let e = map_to_machines_with(&g, &Cluster::parse("2x3").unwrap(), &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("5 values for 6 ranks"), "{e}");
+    }
+
+    #[test]
+    fn paths_follow_the_switch_tree() {
+        let conf = "SwitchName=s1 Nodes=node[0-1]\nSwitchName=s2 Nodes=node[2-3]\n\
+                    SwitchName=top Switches=s[1-2]\n";
+        let c = Cluster::parse("4x8")
+            .unwrap()
+            .with_topology_conf(conf, "t")
+            .unwrap();
+        assert_eq!(c.paths(), [vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
+        assert_eq!(Cluster::parse("3x2").unwrap().paths(), [[0], [1], [2]]);
     }
 
     #[test]
