@@ -382,6 +382,15 @@ impl Scheduler {
         self.partners.len()
     }
 
+    /// Threads seen touching memory (a first-touch fault) in the process whose words are
+    /// watched (all processes before the first window).
+    pub fn threads_seen(&self) -> usize {
+        self.owners
+            .values()
+            .filter(|o| self.current_pid.is_none_or(|p| o.pid == p))
+            .count()
+    }
+
     /// Count watchpoint hits drained from the ring buffers; ends the window at the budget.
     pub fn add_hits(&mut self, n: u32, now: Instant) {
         if !self.armed {
