@@ -43,7 +43,8 @@ pub struct Args {
     /// Profile until the command ends (or --duration) even once the evidence is stable. By
     /// default the watch backend stops sampling, and the command runs on unprofiled, once
     /// three checks a second apart found every thread with sharing data, split-half stability
-    /// and partner agreement of at least 0.9, and the stability no longer changing.
+    /// of at least 0.9 and no longer changing, and consistent partners in both halves for at
+    /// least 90 % of the threads.
     #[arg(long)]
     no_early_stop: bool,
     /// Profile directory to write (replaced atomically if it exists).

@@ -64,8 +64,11 @@ pub struct SamplingStop {
     pub stable_for_s: f64,
     /// Split-half stability at the stop.
     pub stability: f64,
-    /// Threads whose strongest partner agreed in both halves, of the threads seen.
-    pub partner_agreement: (usize, usize),
+    /// Threads whose strongest partner in each half was at least half as strong as the
+    /// strongest in the other half, of the threads with data in both halves (the early stop's
+    /// figure: unlike `partner_agreement` it does not count a thread with two equal partners,
+    /// a stencil's or a ring's, as disagreeing when the halves pick different ones).
+    pub partners_consistent: (usize, usize),
 }
 
 impl Evidence {
@@ -148,12 +151,12 @@ impl Evidence {
         let stopped = match &self.sampling_stopped {
             Some(s) => format!(
                 "; sampling stopped after {:.1} s, the evidence stable for {:.1} s (split-half \
-                 stability {:.2}, strongest partner agrees for {} of {} threads)",
+                 stability {:.2}, partners consistent for {} of {} threads)",
                 s.after_s,
                 s.stable_for_s,
                 s.stability,
-                s.partner_agreement.0,
-                s.partner_agreement.1
+                s.partners_consistent.0,
+                s.partners_consistent.1
             ),
             None => String::new(),
         };

@@ -9,8 +9,11 @@
 //! `--duration`, once [`StopRule::checks`] checks in a row found
 //!
 //! * every thread that touched memory with sharing data,
-//! * split-half stability at least [`StopRule::stability`] and the strongest partner the same
-//!   in both halves for at least [`StopRule::agreement`] of the threads, and
+//! * split-half stability at least [`StopRule::stability`] and consistent partners for at
+//!   least [`StopRule::agreement`] of the threads: each half's strongest partner of the
+//!   thread is, in the other half, at least half as strong as that half's strongest (the
+//!   profile's `partner_agreement` asks for the same strongest partner, which a thread with
+//!   two equal neighbours, as in any stencil or ring, gets right only by chance), and
 //! * the stability within [`StopRule::drift`] of the previous check (it stopped changing).
 //!
 //! Programs whose halves never agree that well (all-to-all sharing, noise, threads that share
@@ -18,7 +21,8 @@
 
 use crate::analysis::comm::{CommDetector, Expiration};
 use crate::sample::Sample;
-use mapper::profile::evidence::{partner_agreement, pearson_upper, SamplingStop};
+use mapper::profile::evidence::{pearson_upper, strongest_partner, SamplingStop};
+use mapper::CommMatrix;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -31,7 +35,7 @@ pub struct StopRule {
     pub checks: usize,
     /// Least split-half stability.
     pub stability: f64,
-    /// Least fraction of the threads whose strongest partner agrees in both halves.
+    /// Least fraction of the threads with consistent partners in both halves.
     pub agreement: f64,
     /// Largest change of the stability between two passing checks.
     pub drift: f64,
@@ -57,7 +61,7 @@ pub struct Check {
     pub threads: usize,
     pub with_data: usize,
     pub stability: Option<f64>,
-    /// (agreeing, with data in both halves).
+    /// (threads with consistent partners, threads with data in both halves).
     pub agreement: (usize, usize),
 }
 
@@ -108,7 +112,7 @@ impl Tracker {
             threads,
             with_data,
             stability: pearson_upper(&a, &b),
-            agreement: partner_agreement(&a, &b),
+            agreement: consistent_partners(&a, &b),
         }
     }
 
@@ -146,9 +150,23 @@ impl Tracker {
             after_s: c.at.as_secs_f64(),
             stable_for_s: (c.at - first + r.every).as_secs_f64(),
             stability: c.stability.unwrap_or(0.0),
-            partner_agreement: c.agreement,
+            partners_consistent: c.agreement,
         })
     }
+}
+
+/// (threads whose strongest partner in each half is at least half as strong as the strongest
+/// in the other half, threads with data in both halves).
+pub fn consistent_partners(a: &CommMatrix, b: &CommMatrix) -> (usize, usize) {
+    let (mut ok, mut both) = (0, 0);
+    for i in 0..a.n() {
+        if let (Some(x), Some(y)) = (strongest_partner(a, i), strongest_partner(b, i)) {
+            both += 1;
+            let strong = |m: &CommMatrix, j: usize, top: usize| m.get(i, j) >= 0.5 * m.get(i, top);
+            ok += usize::from(strong(b, x, y) && strong(a, y, x));
+        }
+    }
+    (ok, both)
 }
 
 #[cfg(test)]
@@ -205,7 +223,10 @@ mod tests {
         }
         let (at, s) = stopped.expect("stable pairs stop the sampling");
         assert_eq!(at, 3, "three passing checks, one a second: {s:?}");
-        assert!(s.stability > 0.9 && s.partner_agreement == (4, 4), "{s:?}");
+        assert!(
+            s.stability > 0.9 && s.partners_consistent == (4, 4),
+            "{s:?}"
+        );
         assert_eq!(s.stable_for_s, 3.0);
         // A thread without data (5 threads touched memory, 4 share) keeps it sampling.
         let mut t = Tracker::new(rule, t0, 300_000_000);
@@ -239,6 +260,29 @@ mod tests {
             }
         }
         assert_eq!(at, Some(5));
+    }
+
+    /// A ring's threads have two equal neighbours: which one is the strongest in a half is
+    /// chance, but both halves show both as strong partners.
+    #[test]
+    fn equal_neighbours_are_consistent_partners() {
+        let ring = |w: [f64; 4]| {
+            let mut m = CommMatrix::zeros(4);
+            for i in 0..4 {
+                m.add_sym(i, (i + 1) % 4, w[i]);
+            }
+            m
+        };
+        let (a, b) = (ring([10.0, 9.0, 10.0, 9.0]), ring([9.0, 10.0, 9.0, 10.0]));
+        assert_eq!(consistent_partners(&a, &b), (4, 4));
+        let e =
+            mapper::profile::Evidence::compute(&a, Some(&(a.clone(), b.clone())), &[1; 4], 1.0, 1);
+        assert_eq!(e.partner_agreement, Some((0, 4)), "the strict figure");
+        // Another partner entirely in one half: not consistent.
+        let mut c = CommMatrix::zeros(4);
+        c.add_sym(0, 2, 10.0);
+        c.add_sym(1, 3, 10.0);
+        assert_eq!(consistent_partners(&a, &c), (0, 4));
     }
 
     #[test]
