@@ -268,8 +268,8 @@ mod tests {
     fn equal_neighbours_are_consistent_partners() {
         let ring = |w: [f64; 4]| {
             let mut m = CommMatrix::zeros(4);
-            for i in 0..4 {
-                m.add_sym(i, (i + 1) % 4, w[i]);
+            for (i, &v) in w.iter().enumerate() {
+                m.add_sym(i, (i + 1) % 4, v);
             }
             m
         };
