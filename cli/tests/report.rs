@@ -90,6 +90,7 @@ fn write_profile(dir: &Path) {
         load: (0..n).map(|t| 10.0 + (t * 7 % 5) as f64 * 4.5).collect(),
         timeline,
         halves: None,
+        lines: None,
     }
     .write_dir(dir)
     .unwrap();

@@ -2,12 +2,14 @@
 //! run by `tests/bench/profile-evidence`).
 //!
 //! ```text
-//! cargo run --release -p cmlb-mapper --example evidence -- PROFILE_DIR TOPOLOGY STRATEGY TRUTH.csv
+//! cargo run --release -p cmlb-mapper --example evidence -- PROFILE_DIR TOPOLOGY STRATEGY TRUTH.csv [OPTIMUM]
 //! ```
 //! Prints one line of `key=value`: the profile's evidence, the guard's decision, and the true
 //! RemoteComm (on TRUTH.csv) of the chosen plan, of the strategy's plan without the guard, of
 //! `compact`, of `random` (mean of 20 seeds) and of the strategy run on the truth itself (the
-//! best plan this strategy finds with perfect knowledge: the "optimum" of the report).
+//! best plan this strategy finds with perfect knowledge). `gap_recovered` is
+//! (random - chosen) / (random - OPTIMUM) with OPTIMUM the true optimum when given (the
+//! stencil's: 3 cuts of a path into 4 groups), else the strategy's best on the truth.
 
 use mapper::metrics::remote_comm;
 use mapper::profile::{read_comm_csv, Profile};
@@ -25,10 +27,17 @@ fn pus(plan: &Plan, topo: &Topology) -> Vec<usize> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.len() != 4 {
-        eprintln!("usage: evidence PROFILE_DIR TOPOLOGY STRATEGY TRUTH.csv");
+    if args.len() != 4 && args.len() != 5 {
+        eprintln!("usage: evidence PROFILE_DIR TOPOLOGY STRATEGY TRUTH.csv [OPTIMUM]");
         std::process::exit(2);
     }
+    let optimum: Option<f64> = match args.get(4) {
+        Some(v) => Some(
+            v.parse()
+                .map_err(|_| format!("OPTIMUM must be a number, got '{v}'"))?,
+        ),
+        None => None,
+    };
     let mut profile = Profile::read_dir(Path::new(&args[0]))?;
     if profile.meta.evidence.is_none() {
         // A profile of an older cmlb: no halves, but the counts can still be given.
@@ -74,7 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .get("backend.watch_hits")
         .and_then(|v| v.parse().ok())
         .unwrap_or(f64::NAN);
-    let gap = random - rc_best;
+    let gap = random - optimum.unwrap_or(rc_best);
     println!(
         "threads={} samples={} seconds={:.2} samples_per_s={:.0} watch_hits={} hits_per_s={:.0} \
          sharing_events={} pairs={} without_data={} stability={} agree={} used_prior={} \

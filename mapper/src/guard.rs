@@ -56,6 +56,9 @@ pub const BALANCE_MIN: f64 = 0.1;
 pub const KEEP_AT: f64 = 0.95;
 /// Sign test threshold (one-sided z on the weighted pair counts).
 pub const SIGN_Z: f64 = 2.0;
+/// Level of the exact sign test over held-out cache lines (one-sided binomial p-value), the
+/// test that decides when the pairs are too few for the pair test (see [`choose`]).
+pub const LINE_ALPHA: f64 = 0.001;
 /// Least weight of the creation-order chain blended into every matrix, relative to the mean
 /// per-thread sharing of the threads with data (more when the profile is thin, see [`blend`]).
 pub const PRIOR_WEIGHT: f64 = 0.05;
@@ -156,15 +159,25 @@ pub fn choose(
         });
     }
     let full_pus = pus_of(&full, topology, n)?;
-    let in_sample = Fold::score(&profile.comm, &full_pus, &prior_pus, topology, metric);
+    let in_sample = Fold::score(&profile.comm, None, &full_pus, &prior_pus, topology, metric);
     // Memory-load balance is the other half of CMLB's objective and does not depend on the
     // sharing data: where the communication evidence does not carry the plan, a plan that
     // spreads the load clearly better than creation order (Load_std below compact's by more
     // than the tolerance) and costs no more communication on the whole profile (within the
     // tolerance) is still kept, for its balance.
     let full_metrics = metrics::compute(&profile.comm, &profile.load, topology, &full_pus);
+    // The communication it may not cost is counted on the pairs seen in both halves: a pair in
+    // one half only is what the held-out check cannot confirm, and two stray events between
+    // the heavy threads creation order keeps together (a program that shares nothing) once
+    // vetoed a balance 100x better than compact's (tests/numa/README.md, finding 6).
+    let confirmed = match &profile.halves {
+        Some((a, b)) => seen_in_both(&profile.comm, a, b),
+        None => profile.comm.clone(),
+    };
+    let confirmed_rc =
+        |pus: &[usize]| metrics::compute(&confirmed, &profile.load, topology, pus).remote_comm;
     let balances = balances_clearly(&full_metrics, &prior.metrics, profile, topology)
-        && full_metrics.remote_comm <= prior.metrics.remote_comm * (1.0 + TOLERANCE);
+        && confirmed_rc(&full_pus) <= confirmed_rc(&prior_pus) * (1.0 + TOLERANCE);
     let fallback = |why: String| -> Choice {
         if !balances {
             return prior_choice(why);
@@ -196,8 +209,12 @@ pub fn choose(
         Some((a, b)) if !all_zero(a) && !all_zero(b) => {
             let pa = pus_of(&plan_with(&blend(a, total_pairs))?, topology, n)?;
             let pb = pus_of(&plan_with(&blend(b, total_pairs))?, topology, n)?;
-            let fa = Fold::score(b, &pa, &prior_pus, topology, metric);
-            let fb = Fold::score(a, &pb, &prior_pus, topology, metric);
+            let (la, lb) = match &profile.lines {
+                Some((la, lb)) => (Some(la), Some(lb)),
+                None => (None, None),
+            };
+            let fa = Fold::score(b, lb, &pa, &prior_pus, topology, metric);
+            let fb = Fold::score(a, la, &pb, &prior_pus, topology, metric);
             // Both folds must favour the plan: one lucky half (a few heavy pairs that compact
             // happens to cut) must not carry the pooled test.
             let mut f = fa.add(&fb);
@@ -225,14 +242,24 @@ pub fn choose(
     } else {
         "in-sample (no held-out halves in this profile)"
     };
+    let lines_known = held_out && profile.lines.is_some();
+    let lines = if lines_known {
+        format!(
+            ", lines better/worse {}/{}",
+            fmt_lines(test.line_wins),
+            fmt_lines(test.line_losses)
+        )
+    } else {
+        String::new()
+    };
     let summary = format!(
-        "{what} {} {:.2}x compact, pairs better/worse {}/{}",
+        "{what} {} {:.2}x compact, pairs better/worse {}/{}{lines}",
         metric.name(),
         test.ratio(),
         test.wins,
         test.losses
     );
-    if !test.passes() {
+    if !test.passes(lines_known) {
         return Ok(fallback(format!("profile too thin ({summary})")));
     }
     if in_sample.plan > in_sample.prior {
@@ -246,6 +273,15 @@ pub fn choose(
         used_prior: false,
         line: format!("plan kept: {summary}{gaps}"),
     })
+}
+
+/// Line counts are integers unless merged runs were scaled down (`--max-runs`).
+fn fmt_lines(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// What a plan is scored by.
@@ -292,12 +328,24 @@ struct Fold {
     win_w: f64,
     loss_w: f64,
     var_w: f64,
+    /// Distinct held-out cache lines on the pairs won and lost (when the profile has line
+    /// counts): the units of the exact sign test.
+    line_wins: f64,
+    line_losses: f64,
     /// Held-out folds that disagree: one favours compact (or ties).
     split: bool,
 }
 
 impl Fold {
-    fn score(m: &CommMatrix, plan: &[usize], prior: &[usize], t: &Topology, k: Metric) -> Fold {
+    /// `lines`: the distinct lines behind each pair of `m`, when known.
+    fn score(
+        m: &CommMatrix,
+        lines: Option<&CommMatrix>,
+        plan: &[usize],
+        prior: &[usize],
+        t: &Topology,
+        k: Metric,
+    ) -> Fold {
         let mut f = Fold::default();
         let n = m.n();
         let (mut sum, mut count) = (0.0, 0usize);
@@ -321,14 +369,17 @@ impl Fold {
                 f.plan += v * cp;
                 f.prior += v * cq;
                 let w = pair_weight(v, mean);
+                let l = lines.map_or(0.0, |l| l.get(i, j));
                 if cq > cp {
                     f.wins += 1;
                     f.win_w += w;
                     f.var_w += w * w;
+                    f.line_wins += l;
                 } else if cp > cq {
                     f.losses += 1;
                     f.loss_w += w;
                     f.var_w += w * w;
+                    f.line_losses += l;
                 }
             }
         }
@@ -344,6 +395,8 @@ impl Fold {
             win_w: self.win_w + o.win_w,
             loss_w: self.loss_w + o.loss_w,
             var_w: self.var_w + o.var_w,
+            line_wins: self.line_wins + o.line_wins,
+            line_losses: self.line_losses + o.line_losses,
             split: self.split || o.split,
         }
     }
@@ -359,12 +412,45 @@ impl Fold {
         }
     }
 
-    fn passes(&self) -> bool {
+    fn passes(&self, lines_known: bool) -> bool {
         self.prior > 0.0
             && !self.split
             && self.ratio() <= KEEP_AT
-            && self.win_w - self.loss_w >= SIGN_Z * self.var_w.sqrt()
+            && (self.win_w - self.loss_w >= SIGN_Z * self.var_w.sqrt()
+                || (lines_known && self.line_p() <= LINE_ALPHA))
     }
+
+    /// One-sided p-value of the exact sign test over held-out lines: the chance of at least
+    /// this many won lines out of the lines won or lost if each went either way with
+    /// probability ½. Counts scaled by `--max-runs` are rounded against the plan.
+    fn line_p(&self) -> f64 {
+        let (w, l) = (self.line_wins.floor(), self.line_losses.ceil());
+        binomial_upper_tail(w as u64, (w + l) as u64)
+    }
+}
+
+/// P(X >= k) for X ~ Binomial(n, 1/2), summed in log space (n may be thousands).
+fn binomial_upper_tail(k: u64, n: u64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n {
+        return 0.0;
+    }
+    let ln2 = std::f64::consts::LN_2;
+    // ln C(n, k), then each next term from the last.
+    let mut ln_c: f64 = (0..k)
+        .map(|i| ((n - i) as f64).ln() - ((i + 1) as f64).ln())
+        .sum();
+    let mut terms = Vec::with_capacity((n - k + 1) as usize);
+    for x in k..=n {
+        terms.push(ln_c - n as f64 * ln2);
+        if x < n {
+            ln_c += ((n - x) as f64).ln() - ((x + 1) as f64).ln();
+        }
+    }
+    let top = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (top.exp() * terms.iter().map(|t| (t - top).exp()).sum::<f64>()).min(1.0)
 }
 
 /// A held-out pair's weight in the sign test: `v / (v + mean)` with `mean` the mean count of
@@ -460,6 +546,20 @@ fn balances_clearly(
 ) -> bool {
     let mean = profile.load.iter().sum::<f64>() / topology.numa.len().max(1) as f64;
     prior.load_std >= BALANCE_MIN * mean && plan.load_std <= 0.5 * prior.load_std
+}
+
+/// The entries of `m` on the pairs with events in both halves `a` and `b`.
+fn seen_in_both(m: &CommMatrix, a: &CommMatrix, b: &CommMatrix) -> CommMatrix {
+    let n = m.n();
+    let mut out = CommMatrix::zeros(n);
+    for i in 0..n {
+        for j in (i + 1)..n {
+            if a.get(i, j) > 0.0 && b.get(i, j) > 0.0 {
+                out.add_sym(i, j, m.get(i, j));
+            }
+        }
+    }
+    out
 }
 
 /// `plan` with `m` (metrics on the profile's own matrix), keeping its mapping time.

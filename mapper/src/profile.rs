@@ -10,6 +10,8 @@
 //!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`samples`])
 //!   comm.a.csv     optional: two disjoint halves of the sharing events that add up to
 //!   comm.b.csv     comm.csv (held-out evidence for [`crate::guard`], see [`evidence`])
+//!   lines.a.csv    optional, with the halves: per pair, the distinct cache lines its events
+//!   lines.b.csv    in that half came from (the independent observations behind the counts)
 //! ```
 //! Written atomically: into a temporary sibling directory, then renamed into place.
 
@@ -27,6 +29,8 @@ pub use evidence::Evidence;
 
 /// File names of the two halves of the communication matrix.
 pub const HALF_FILES: [&str; 2] = ["comm.a.csv", "comm.b.csv"];
+/// File names of the per-half line counts ([`Profile::lines`]).
+pub const LINE_FILES: [&str; 2] = ["lines.a.csv", "lines.b.csv"];
 
 /// Version of the profile directory format written by this build.
 pub const PROFILE_SCHEMA: u32 = 1;
@@ -109,6 +113,11 @@ pub struct Profile {
     /// `comm` is in exactly one, so `a + b == comm`. `None` when the files are absent (older
     /// profiles, imports).
     pub halves: Option<(CommMatrix, CommMatrix)>,
+    /// For each half, how many distinct cache lines each pair's events came from
+    /// (`lines.a.csv`, `lines.b.csv`). A watched word gives a burst of dependent events on one
+    /// line, so lines, not events, are the independent observations: the guard's test for
+    /// programs with few threads counts them. `None` without halves and in older profiles.
+    pub lines: Option<(CommMatrix, CommMatrix)>,
 }
 
 impl Profile {
@@ -158,26 +167,35 @@ impl Profile {
             Vec::new()
         };
         let halves = read_halves(dir, &comm)?;
+        let lines = read_lines(dir, halves.as_ref())?;
         Ok(Profile {
             meta,
             comm,
             load,
             timeline,
             halves,
+            lines,
         })
     }
 
     /// Recompute `meta.evidence` from the matrix, its halves and the thread sample counts
-    /// (`runs` merged runs).
+    /// (`runs` merged runs). How sampling ended is kept: it is not in the counts.
     pub fn update_evidence(&mut self, runs: u32) {
         let samples: Vec<u64> = self.meta.threads.iter().map(|t| t.samples).collect();
-        self.meta.evidence = Some(Evidence::compute(
+        let stopped = self
+            .meta
+            .evidence
+            .as_ref()
+            .and_then(|e| e.sampling_stopped.clone());
+        let mut e = Evidence::compute(
             &self.comm,
             self.halves.as_ref(),
             &samples,
             self.meta.duration_s,
             runs,
-        ));
+        );
+        e.sampling_stopped = stopped;
+        self.meta.evidence = Some(e);
     }
 
     /// Runs merged into this profile (1 for a profile without evidence).
@@ -218,6 +236,10 @@ impl Profile {
         if let Some((a, b)) = &self.halves {
             write_comm_csv(&t.join(HALF_FILES[0]), a, false)?;
             write_comm_csv(&t.join(HALF_FILES[1]), b, false)?;
+            if let Some((la, lb)) = &self.lines {
+                write_comm_csv(&t.join(LINE_FILES[0]), la, false)?;
+                write_comm_csv(&t.join(LINE_FILES[1]), lb, false)?;
+            }
         }
         let mut load = String::new();
         for v in &self.load {
@@ -285,6 +307,65 @@ fn read_halves(dir: &Path, comm: &CommMatrix) -> Result<Option<(CommMatrix, Comm
                          halves must add up to the matrix (delete both to use comm.csv alone)"
                     ),
                 ));
+            }
+        }
+    }
+    Ok(Some((a, b)))
+}
+
+/// Read `lines.a.csv` and `lines.b.csv` if both exist. They belong to the halves: each must
+/// have the matrix's size, and a pair has lines in a half exactly when it has events there,
+/// never more lines than events (each line counted gave at least one event).
+fn read_lines(
+    dir: &Path,
+    halves: Option<&(CommMatrix, CommMatrix)>,
+) -> Result<Option<(CommMatrix, CommMatrix)>> {
+    let (pa, pb) = (dir.join(LINE_FILES[0]), dir.join(LINE_FILES[1]));
+    let (ea, eb) = (pa.exists(), pb.exists());
+    if !ea && !eb {
+        return Ok(None);
+    }
+    let Some((ha, hb)) = halves else {
+        let have = if ea { &pa } else { &pb };
+        return Err(MapError::input(
+            have.display().to_string(),
+            format!(
+                "line counts without the halves {} and {} they describe (delete {} and {})",
+                HALF_FILES[0], HALF_FILES[1], LINE_FILES[0], LINE_FILES[1]
+            ),
+        ));
+    };
+    if ea != eb {
+        let (have, missing) = if ea { (&pa, &pb) } else { (&pb, &pa) };
+        return Err(MapError::input(
+            have.display().to_string(),
+            format!(
+                "{} is missing: the two line counts come together",
+                missing.display()
+            ),
+        ));
+    }
+    let a = read_comm_csv(&pa, false)?;
+    let b = read_comm_csv(&pb, false)?;
+    for (p, l, h) in [(&pa, &a, ha), (&pb, &b, hb)] {
+        if l.n() != h.n() {
+            return Err(MapError::input(
+                p.display().to_string(),
+                format!("has {} threads but the halves have {}", l.n(), h.n()),
+            ));
+        }
+        for i in 0..h.n() {
+            for j in (i + 1)..h.n() {
+                let (lv, ev) = (l.get(i, j), h.get(i, j));
+                if (lv > 0.0) != (ev > 0.0) || lv > ev * (1.0 + 1e-9) {
+                    return Err(MapError::input(
+                        p.display().to_string(),
+                        format!(
+                            "{lv} lines for pair ({i}, {j}) but its half has {ev} events there \
+                             (lines need events, at most one line per event)"
+                        ),
+                    ));
+                }
             }
         }
     }
@@ -416,6 +497,79 @@ fn read_timeline_csv(path: &Path) -> Result<Vec<TimelineRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sym(n: usize, pairs: &[(usize, usize, f64)]) -> CommMatrix {
+        let mut m = CommMatrix::zeros(n);
+        for &(i, j, v) in pairs {
+            m.add_sym(i, j, v);
+        }
+        m
+    }
+
+    /// The line counts travel with the halves, and a file that contradicts them is refused
+    /// with its name.
+    #[test]
+    fn line_counts_round_trip_and_must_fit_their_halves() {
+        let n = 3;
+        let (a, b) = (
+            sym(n, &[(0, 1, 40.0)]),
+            sym(n, &[(0, 1, 10.0), (1, 2, 3.0)]),
+        );
+        let mut p = Profile {
+            meta: ProfileMeta {
+                schema: PROFILE_SCHEMA,
+                command: vec!["./app".into()],
+                host: String::new(),
+                topology: String::new(),
+                backend: "watch".into(),
+                sample_period: 1,
+                duration_s: 1.0,
+                samples: 3,
+                lost_samples: 0,
+                load_dram_only: false,
+                threads: (0..n)
+                    .map(|i| ThreadInfo {
+                        index: i,
+                        tid: i as i64,
+                        name: String::new(),
+                        samples: 1,
+                        load_samples: 1,
+                    })
+                    .collect(),
+                phases: Vec::new(),
+                params: Default::default(),
+                evidence: None,
+            },
+            comm: sym(n, &[(0, 1, 50.0), (1, 2, 3.0)]),
+            load: vec![1.0; n],
+            timeline: Vec::new(),
+            halves: Some((a, b)),
+            lines: Some((sym(n, &[(0, 1, 4.0)]), sym(n, &[(0, 1, 2.0), (1, 2, 1.0)]))),
+        };
+        p.update_evidence(1);
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("p");
+        p.write_dir(&d).unwrap();
+        assert_eq!(Profile::read_dir(&d).unwrap(), p);
+        // More lines than events.
+        std::fs::write(d.join(LINE_FILES[1]), "0,2,0\n2,0,4\n0,4,0\n").unwrap();
+        let e = Profile::read_dir(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("lines.b.csv") && e.contains("pair (1, 2)"),
+            "{e}"
+        );
+        std::fs::remove_file(d.join(LINE_FILES[1])).unwrap();
+        let e = Profile::read_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("lines.b.csv is missing"), "{e}");
+        std::fs::remove_file(d.join(HALF_FILES[0])).unwrap();
+        std::fs::remove_file(d.join(HALF_FILES[1])).unwrap();
+        let e = Profile::read_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("line counts without the halves"), "{e}");
+        // Without line counts (older profiles) it reads as before.
+        std::fs::remove_file(d.join(LINE_FILES[0])).unwrap();
+        let q = Profile::read_dir(&d).unwrap();
+        assert_eq!((q.halves, q.lines), (None, None));
+    }
 
     /// EagerMap's layout (numalize writes the same): the first thread's row is the last line.
     /// A file written this way must read back as the same matrix, so a cmlb profile can be fed

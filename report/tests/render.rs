@@ -111,6 +111,7 @@ fn profile() -> Profile {
         load,
         timeline,
         halves: None,
+        lines: None,
     }
 }
 

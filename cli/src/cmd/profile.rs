@@ -40,6 +40,13 @@ pub struct Args {
     /// Stop profiling after SECS seconds (a launched command keeps running to its end).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
+    /// Profile until the command ends (or --duration) even once the evidence is stable. By
+    /// default the watch backend stops sampling, and the command runs on unprofiled, once
+    /// three checks a second apart found every thread with sharing data, split-half stability
+    /// of at least 0.9 and no longer changing, and consistent partners in both halves for at
+    /// least 90 % of the threads.
+    #[arg(long)]
+    no_early_stop: bool,
     /// Profile directory to write (replaced atomically if it exists).
     #[arg(long, short, default_value = "cmlb-profile")]
     out: PathBuf,
@@ -254,6 +261,7 @@ fn profile_and_write(
     cfg.backend = a.backend;
     cfg.period = a.period;
     cfg.duration = duration;
+    cfg.early_stop = (!a.no_early_stop).then(profiler::live::StopRule::default);
     cfg.follow_children = a.follow_children;
     cfg.buffer_kib = a.buffer_kib;
     cfg.sample_log_limit = a.sample_log;

@@ -2,10 +2,10 @@
 //! (`cmlb profile --accumulate`), so the evidence grows with every run instead of being
 //! replaced by the next thin one.
 //!
-//! What is merged: the communication matrix and its halves are summed (they count events), the
-//! per-thread sample counts and the profiled time are summed, the load vector is averaged over
-//! the runs (each run's vector has the scale of that run's length; the mapping only uses its
-//! proportions). The timeline, phases and parameters are the newest run's.
+//! What is merged: the communication matrix, its halves and their line counts are summed (they
+//! count events and lines), the per-thread sample counts and the profiled time are summed, the
+//! load vector is averaged over the runs (each run's vector has the scale of that run's length;
+//! the mapping only uses its proportions). The timeline, phases and parameters are the newest run's.
 //!
 //! A bound on the kept runs (`max_runs`) keeps the profile following the program: once that
 //! many runs are in, the accumulated counts are scaled by `(max_runs - 1) / runs` before the
@@ -78,6 +78,12 @@ impl Profile {
             }
             _ => None,
         };
+        let lines = match (&halves, &self.lines, &new.lines) {
+            (Some(_), Some((oa, ob)), Some((na, nb))) => {
+                Some((scaled_sum(oa, f, na), scaled_sum(ob, f, nb)))
+            }
+            _ => None,
+        };
         let w = f64::from(kept);
         let load: Vec<f64> = self
             .load
@@ -98,6 +104,7 @@ impl Profile {
         self.meta = meta;
         self.comm = comm;
         self.halves = halves;
+        self.lines = lines;
         self.load = load;
         self.timeline = new.timeline.clone();
         self.update_evidence(kept + 1);
@@ -117,6 +124,18 @@ mod tests {
         for (k, &(i, j, v)) in pairs.iter().enumerate() {
             comm.add_sym(i, j, v);
             if k % 2 == 0 { &mut a } else { &mut b }.add_sym(i, j, v);
+        }
+        // One line per listed pair.
+        let mut lines = (CommMatrix::zeros(n), CommMatrix::zeros(n));
+        for i in 0..n {
+            for j in (i + 1)..n {
+                lines
+                    .0
+                    .add_sym(i, j, f64::from(u8::from(a.get(i, j) > 0.0)));
+                lines
+                    .1
+                    .add_sym(i, j, f64::from(u8::from(b.get(i, j) > 0.0)));
+            }
         }
         let mut p = Profile {
             meta: ProfileMeta {
@@ -147,6 +166,7 @@ mod tests {
             load: vec![load; n],
             timeline: Vec::new(),
             halves: Some((a, b)),
+            lines: Some(lines),
         };
         p.update_evidence(1);
         p
@@ -164,6 +184,10 @@ mod tests {
         for (i, j) in [(0, 1), (0, 2), (1, 2)] {
             assert_eq!(a.get(i, j) + b.get(i, j), acc.comm.get(i, j));
         }
+        // Lines add up like the halves: (0, 1) was seen on a line in each run.
+        let (la, lb) = acc.lines.as_ref().unwrap();
+        assert_eq!(la.get(0, 1) + lb.get(0, 1), 2.0);
+        assert_eq!(la.get(1, 2) + lb.get(1, 2), 1.0);
         assert_eq!(acc.load, vec![15.0; 3]);
         assert_eq!(acc.meta.threads[0].samples, 20);
         assert_eq!(acc.meta.samples, 60);

@@ -46,7 +46,29 @@ pub struct Evidence {
     /// Threads whose strongest partner is the same in both halves, out of the threads with
     /// sharing data in both halves (`None` without halves).
     pub partner_agreement: Option<(usize, usize)>,
+    /// Sampling ended before the command because the evidence was stable (the watch
+    /// backend's early stop; the newest run's in an accumulated profile). `None`: sampling
+    /// ran until the command ended, `--duration` or a signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_stopped: Option<SamplingStop>,
     pub per_thread: Vec<ThreadEvidence>,
+}
+
+/// When and on what evidence sampling stopped early (`cmlb profile` without
+/// `--no-early-stop`): the figures of the check that ended it, from the sharing seen so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplingStop {
+    /// Seconds of sampling before the stop.
+    pub after_s: f64,
+    /// Seconds the evidence had been stable (consecutive checks that passed).
+    pub stable_for_s: f64,
+    /// Split-half stability at the stop.
+    pub stability: f64,
+    /// Threads whose strongest partner in each half was at least half as strong as the
+    /// strongest in the other half, of the threads with data in both halves (the early stop's
+    /// figure: unlike `partner_agreement` it does not count a thread with two equal partners,
+    /// a stencil's or a ring's, as disagreeing when the halves pick different ones).
+    pub partners_consistent: (usize, usize),
 }
 
 impl Evidence {
@@ -95,6 +117,7 @@ impl Evidence {
             pairs_possible: n * n.saturating_sub(1) / 2,
             stability,
             partner_agreement,
+            sampling_stopped: None,
             per_thread: (0..n)
                 .map(|i| ThreadEvidence {
                     thread: i,
@@ -125,9 +148,21 @@ impl Evidence {
             }
             _ => String::new(),
         };
+        let stopped = match &self.sampling_stopped {
+            Some(s) => format!(
+                "; sampling stopped after {:.1} s, the evidence stable for {:.1} s (split-half \
+                 stability {:.2}, partners consistent for {} of {} threads)",
+                s.after_s,
+                s.stable_for_s,
+                s.stability,
+                s.partners_consistent.0,
+                s.partners_consistent.1
+            ),
+            None => String::new(),
+        };
         format!(
             "evidence: {} run{}, {} samples{rate}, {} sharing events over {} of {} pairs, {} of {} \
-             threads without sharing data, {stab}{agree}",
+             threads without sharing data, {stab}{agree}{stopped}",
             self.runs,
             if self.runs == 1 { "" } else { "s" },
             self.samples,
@@ -189,7 +224,7 @@ pub fn strongest_partner(m: &CommMatrix, i: usize) -> Option<usize> {
 }
 
 /// (threads whose strongest partner is the same in both, threads with data in both).
-fn partner_agreement(a: &CommMatrix, b: &CommMatrix) -> (usize, usize) {
+pub fn partner_agreement(a: &CommMatrix, b: &CommMatrix) -> (usize, usize) {
     let (mut agree, mut both) = (0, 0);
     for i in 0..a.n() {
         if let (Some(x), Some(y)) = (strongest_partner(a, i), strongest_partner(b, i)) {

@@ -18,8 +18,14 @@
 //! * Samples must come roughly in time order; a sample older than a table entry counts with it
 //!   (their distance is below any expiration period).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+
+/// Most distinct (line, pair) combinations remembered for [`CommDetector::line_halves`]; past
+/// it new combinations are not counted (the line counts then undercount, which only makes the
+/// guard's line test more cautious). 1 Mi entries is ~50 MB at most, reached only by the
+/// hardware backend on programs sharing millions of lines.
+const PAIR_LINES_CAP: usize = 1 << 20;
 
 /// How long a sample stays able to count communications.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +163,13 @@ pub struct CommDetector {
     /// The same, for the communications on lines of half A only ([`line_in_half_a`]); half B
     /// is the difference, so the two halves are disjoint and add up to `tri`.
     tri_a: Vec<Vec<u64>>,
+    /// Distinct lines each pair communicated on, as `tri` (all lines) and `tri_a` (lines of
+    /// half A): the independent units behind the counts (a watched word gives a burst of
+    /// events on one line), for the guard's test on programs with few threads.
+    lines_tri: Vec<Vec<u64>>,
+    lines_tri_a: Vec<Vec<u64>>,
+    /// (line, pair index) already counted in `lines_tri`.
+    pair_lines: HashSet<(u64, u64)>,
     last_time: Vec<Option<u64>>,
     stats: CommStats,
 }
@@ -180,6 +193,9 @@ impl CommDetector {
             entries: 0,
             tri: Vec::new(),
             tri_a: Vec::new(),
+            lines_tri: Vec::new(),
+            lines_tri_a: Vec::new(),
+            pair_lines: HashSet::new(),
             last_time: Vec::new(),
             stats: CommStats::default(),
         };
@@ -193,6 +209,8 @@ impl CommDetector {
             let i = self.tri.len();
             self.tri.push(vec![0; i]);
             self.tri_a.push(vec![0; i]);
+            self.lines_tri.push(vec![0; i]);
+            self.lines_tri_a.push(vec![0; i]);
             self.last_time.push(None);
         }
     }
@@ -257,10 +275,21 @@ impl CommDetector {
         let half_a = line_in_half_a(line);
         let tri = &mut self.tri;
         let tri_a = &mut self.tri_a;
+        let lines_tri = &mut self.lines_tri;
+        let lines_tri_a = &mut self.lines_tri_a;
+        let pair_lines = &mut self.pair_lines;
         let mut count = |a: u32, b: u32| {
             Self::count_pair(tri, a, b);
             if half_a {
                 Self::count_pair(tri_a, a, b);
+            }
+            let (hi, lo) = if a > b { (a, b) } else { (b, a) };
+            let pair = u64::from(hi) << 32 | u64::from(lo);
+            if pair_lines.len() < PAIR_LINES_CAP && pair_lines.insert((line, pair)) {
+                Self::count_pair(lines_tri, a, b);
+                if half_a {
+                    Self::count_pair(lines_tri_a, a, b);
+                }
             }
         };
         let mut found = 0u64;
@@ -381,6 +410,25 @@ impl CommDetector {
         }
         (a, b)
     }
+
+    /// Per half, the number of distinct lines each pair communicated on (same split as
+    /// [`Self::halves`]): how many independent observations a half's counts rest on.
+    pub fn line_halves(&self) -> (mapper::CommMatrix, mapper::CommMatrix) {
+        let n = self.lines_tri.len();
+        let mut a = mapper::CommMatrix::zeros(n);
+        let mut b = mapper::CommMatrix::zeros(n);
+        for (i, (row, row_a)) in self.lines_tri.iter().zip(&self.lines_tri_a).enumerate() {
+            for (j, (&c, &ca)) in row.iter().zip(row_a).enumerate() {
+                if ca > 0 {
+                    a.add_sym(i, j, ca as f64);
+                }
+                if c > ca {
+                    b.add_sym(i, j, (c - ca) as f64);
+                }
+            }
+        }
+        (a, b)
+    }
 }
 
 /// Which half of the held-out split a cache line's communications go to. By line, not by
@@ -460,6 +508,45 @@ mod tests {
         assert_eq!(d.count(0, 2), 1);
         assert_eq!(d.count(1, 2), 1);
         assert_eq!(d.stats().communications, 3);
+    }
+
+    /// A burst of communications on one line is one line; each other line adds one.
+    #[test]
+    fn line_halves_count_distinct_lines_per_pair() {
+        let mut d = CommDetector::new(3, 64, fixed(10 * MS), 1024);
+        let mut t = 0;
+        let mut lines = Vec::new();
+        for l in 0..8u64 {
+            let addr = 0x10_0000 + l * 64;
+            lines.push(addr >> 6);
+            for _ in 0..5 {
+                d.push(0, t, addr);
+                d.push(1, t + 1, addr);
+                t += 2;
+            }
+        }
+        d.push(2, t, 0x10_0000); // (0, 2) and (1, 2) on the first line only
+        assert_eq!(
+            d.count(0, 1),
+            72,
+            "events: every access after a line's first"
+        );
+        let (la, lb) = d.line_halves();
+        let (ea, eb) = d.halves();
+        assert_eq!(la.get(0, 1) + lb.get(0, 1), 8.0);
+        assert_eq!(la.get(0, 2) + lb.get(0, 2), 1.0);
+        assert_eq!(la.get(1, 2) + lb.get(1, 2), 1.0);
+        let in_a = lines.iter().filter(|&&l| line_in_half_a(l)).count() as f64;
+        assert_eq!(la.get(0, 1), in_a);
+        // A line in a half has at least one event there, and a pair with events has lines.
+        for (l, e) in [(&la, &ea), (&lb, &eb)] {
+            for i in 0..3 {
+                for j in 0..3 {
+                    assert!(l.get(i, j) <= e.get(i, j));
+                    assert_eq!(l.get(i, j) > 0.0, e.get(i, j) > 0.0);
+                }
+            }
+        }
     }
 
     #[test]

@@ -472,6 +472,7 @@ impl Analyzer {
             load: v,
             timeline,
             halves: Some(self.comm.halves()),
+            lines: Some(self.comm.line_halves()),
         };
         profile.update_evidence(1);
         profile

@@ -60,6 +60,7 @@ fn numa_scan_period_ns() -> u64 {
 fn take_comm(p: &mut Profile, comm: Profile) {
     p.comm = comm.comm;
     p.halves = comm.halves;
+    p.lines = comm.lines;
     for (k, v) in comm.meta.params {
         if k.starts_with("comm.") {
             p.meta.params.insert(k, v);

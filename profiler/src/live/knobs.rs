@@ -50,6 +50,15 @@ pub(super) fn knobs(
             knobs.push(("watch_hits".into(), watch_hits.to_string()));
         }
         knobs.push((
+            "early_stop".into(),
+            if cfg.early_stop.is_some() && !cfg.follow_children {
+                "on"
+            } else {
+                "off"
+            }
+            .into(),
+        ));
+        knobs.push((
             "watch_windows".into(),
             sched.map_or(0, |s| s.windows).to_string(),
         ));

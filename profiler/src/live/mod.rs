@@ -20,6 +20,7 @@ pub mod watch;
 mod assemble;
 mod knobs;
 mod sampling;
+pub mod stable;
 mod start;
 
 use crate::error::{ProfileError, Result};
@@ -28,6 +29,7 @@ use crate::sample::{AccessKind, Sample};
 use events::{OpenOpts, Stream, StreamKind};
 use mapper::profile::Profile;
 use records::Rec;
+pub use stable::StopRule;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
@@ -52,6 +54,9 @@ pub struct ProfileConfig {
     pub period: Option<u64>,
     /// Stop profiling after this long (a launched command keeps running to its end).
     pub duration: Option<Duration>,
+    /// Watch backend: stop profiling once the evidence is stable (see [`stable`]; a launched
+    /// command keeps running to its end). `None` profiles to the end.
+    pub early_stop: Option<StopRule>,
     /// Also profile threads of child processes (numbered after the root process's threads
     /// in creation order).
     pub follow_children: bool,
@@ -81,6 +86,7 @@ impl ProfileConfig {
             backend: Backend::Auto,
             period: None,
             duration: None,
+            early_stop: Some(StopRule::default()),
             follow_children: false,
             watch: WatchConfig::default(),
             buffer_kib: 512,
@@ -428,6 +434,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         elapsed,
         sched,
         followed,
+        stopped_early,
     } = sampling::sample(
         cfg,
         backend,
@@ -460,7 +467,8 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         eprint!("\r\x1b[K");
     }
     if let (Some(c), None) = (child.as_mut(), exit_status) {
-        // Duration ended (or a signal): the command runs on unprofiled; wait for it.
+        // Duration ended, the evidence was stable, or a signal: the command runs on
+        // unprofiled; wait for it.
         exit_status = Some(
             c.wait()
                 .map_err(|e| ProfileError::io("waiting for the profiled command", e))?,
@@ -513,7 +521,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
     let fault_samples = data.fault.len() as u64;
     let watch_samples = data.watch.len() as u64;
     let hw_samples = data.hw.len() as u64;
-    let (profile, sample_log) = assemble::build(
+    let (mut profile, sample_log) = assemble::build(
         &table,
         data.fault,
         data.watch,
@@ -530,6 +538,9 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             sample_log_limit: cfg.sample_log_limit,
         },
     )?;
+    if let Some(e) = profile.meta.evidence.as_mut() {
+        e.sampling_stopped = stopped_early;
+    }
     // Per-task events only see the profiled threads, so a sample of an unknown thread means
     // its FORK record was among the lost ones: its samples are gone, and the creation order
     // of the threads after that loss cannot be trusted.

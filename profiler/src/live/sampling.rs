@@ -1,7 +1,8 @@
 //! Phase 2 of a profiling run: drain the ring buffers until the command exits, the duration
-//! ends or a signal stops the run, arming and disarming watchpoints as the scheduler says.
+//! ends, the evidence is stable ([`stable`]) or a signal stops the run, arming and disarming
+//! watchpoints as the scheduler says.
 
-use super::{process_alive, threads, watch, Collected, ProfileConfig, StreamKind, SIGNAL};
+use super::{process_alive, stable, threads, watch, Collected, ProfileConfig, StreamKind, SIGNAL};
 use super::{Stream, WatchConfig};
 use crate::probe::Backend;
 use std::io::Write;
@@ -18,6 +19,8 @@ pub(super) struct Sampled {
     pub elapsed: Duration,
     pub sched: Option<watch::Scheduler>,
     pub followed: Option<threads::ThreadTable>,
+    /// Sampling stopped early because the evidence was stable ([`stable`]).
+    pub stopped_early: Option<mapper::profile::evidence::SamplingStop>,
 }
 
 /// Sample until the end; the streams are drained a last time and closed before returning.
@@ -42,6 +45,18 @@ pub(super) fn sample(
     let mut followed = cfg
         .follow_children
         .then(|| threads::ThreadTable::new(root, existing.to_vec(), true));
+    // Early stop: watch backend, one process (a followed tree's threads in other processes
+    // never get watch data, so their evidence could never look complete).
+    let mut tracker = match (cfg.early_stop, sched.is_some() && !cfg.follow_children) {
+        (Some(rule), true) => Some(stable::Tracker::new(
+            rule,
+            start,
+            cfg.watch.interval.as_nanos() as u64 * u64::from(cfg.watch.hold.max(1)),
+        )),
+        _ => None,
+    };
+    let mut fed = 0;
+    let mut stopped_early = None;
     let mut data = Collected::default();
     let mut recs = Vec::new();
     let mut exit_status = None;
@@ -113,6 +128,17 @@ pub(super) fn sample(
         if deadline.is_some_and(|d| now >= d) {
             break;
         }
+        if let (Some(t), Some(sc)) = (tracker.as_mut(), sched.as_ref()) {
+            // The hits of this drain, in time order (the ring buffers are per CPU); the
+            // profile's analysis sorts all samples anyway.
+            data.watch[fed..].sort_by_key(|s| s.time_ns);
+            t.feed(&data.watch[fed..]);
+            fed = data.watch.len();
+            if let Some(stop) = t.check(now, sc.threads_seen()) {
+                stopped_early = Some(stop);
+                break;
+            }
+        }
         if cfg.handle_signals {
             let sig = SIGNAL.swap(0, Ordering::SeqCst);
             if sig != 0 {
@@ -166,5 +192,6 @@ pub(super) fn sample(
         elapsed,
         sched,
         followed,
+        stopped_early,
     }
 }
