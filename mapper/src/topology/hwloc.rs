@@ -127,18 +127,28 @@ impl<'a> Source<'a> {
                          l1..l5, core, pu)"
                     ))
                 };
-                if description.is_empty() {
+                // hwloc builds every object: a typo like core:99999999 would take minutes and
+                // GBs, so the counts are read here first, and only a description read whole
+                // reaches hwloc.
+                let counts = synthetic_counts(description).map_err(|token| {
+                    MapError::Topology(format!(
+                        "the synthetic description \"{description}\" is not space-separated \
+                         TYPE:COUNT levels at \"{token}\" (counts are decimal, e.g. \
+                         \"pack:2 numa:2 l3:1 core:8 pu:2\"; types: pack, numa, group, die, \
+                         l1..l5, core, pu)"
+                    ))
+                })?;
+                if counts.is_empty() {
                     return Err(invalid());
                 }
-                // hwloc builds every object: a typo like core:99999999 would take minutes and GBs.
-                let pus = synthetic_pus(description);
+                let pus = counts.iter().fold(1u128, |acc, &c| acc.saturating_mul(c));
                 if pus > MAX_SYNTHETIC_PUS {
                     return Err(MapError::Topology(format!(
                         "the synthetic description \"{description}\" describes {pus} PUs; cmlb \
                          handles at most {MAX_SYNTHETIC_PUS} (check the counts)"
                     )));
                 }
-                let widest = synthetic_counts(description).into_iter().max().unwrap_or(1);
+                let widest = counts.iter().copied().max().unwrap_or(1);
                 if widest > MAX_SYNTHETIC_ARITY {
                     return Err(MapError::Topology(format!(
                         "the synthetic description \"{description}\" puts {widest} objects under \
@@ -240,29 +250,75 @@ pub const MAX_SYNTHETIC_PUS: u128 = 1 << 14;
 /// core:8192 pu:2 70 s); real machines have at most a few hundred cores per package.
 pub const MAX_SYNTHETIC_ARITY: u128 = 1024;
 
-/// The `TYPE:COUNT` counts of a synthetic description, top down (tokens it cannot read are
-/// left out and left to hwloc to judge).
-fn synthetic_counts(description: &str) -> Vec<u128> {
-    description
-        .split_whitespace()
-        .filter_map(|tok| {
-            // hwloc also accepts bare counts ("4 4 2": types inferred), so they count too.
-            let count = tok.split_once(':').map_or(tok, |(_, c)| c);
-            let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
-            if digits.is_empty() {
-                return None;
+/// The object counts of a synthetic description, top down, or the first token that is not
+/// `[TYPE:]COUNT[(ATTRIBUTES)]` (COUNT decimal, no leading zero) or an attached `[TYPE...]`.
+///
+/// Stricter than hwloc on purpose: hwloc reads counts with `strtoul(.., 0)` and does not need
+/// a space between levels, so `core:0x2000` (hex), `core:010` (octal), `pu: 8192` and
+/// `9049pu:2` (9049 objects, then 2 PUs each) are machines to it. A reading that differs from
+/// hwloc's let such levels past the limits and hwloc ran for minutes (the last one was found
+/// by the `topology_synthetic` fuzz target); with this grammar hwloc only ever gets a
+/// description whose every count was read here.
+fn synthetic_counts(description: &str) -> std::result::Result<Vec<u128>, &str> {
+    let mut counts = Vec::new();
+    for token in synthetic_tokens(description) {
+        // An attached object, e.g. [numa(memory=1GB)]: one per parent, no count.
+        if token.starts_with('[') && token.ends_with(']') && token.len() > 2 {
+            continue;
+        }
+        let head = match token.split_once('(') {
+            Some((head, attrs)) if attrs.ends_with(')') => head,
+            Some(_) => return Err(token),
+            None => token,
+        };
+        let count = match head.split_once(':') {
+            Some((name, count)) => {
+                let mut chars = name.chars();
+                let named = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+                    && chars.all(|c| c.is_ascii_alphanumeric());
+                if !named {
+                    return Err(token);
+                }
+                count
             }
-            // Saturate: a count beyond u128 is simply too large.
-            Some(digits.parse::<u128>().unwrap_or(u128::MAX))
-        })
-        .collect()
+            // A bare count ("4 4 2": hwloc infers the types).
+            None => head,
+        };
+        let decimal = count.bytes().all(|b| b.is_ascii_digit()) && !count.starts_with('0');
+        if count.is_empty() || !decimal {
+            return Err(token);
+        }
+        // Saturate: a count beyond u128 is simply too large.
+        counts.push(count.parse::<u128>().unwrap_or(u128::MAX));
+    }
+    Ok(counts)
 }
 
-/// The number of PUs a synthetic description asks for: the product of its counts.
-fn synthetic_pus(description: &str) -> u128 {
-    synthetic_counts(description)
-        .into_iter()
-        .fold(1u128, |acc, c| acc.saturating_mul(c))
+/// Split at spaces outside parentheses and brackets (hwloc's attributes may hold spaces:
+/// `core:2(memory=1GB indexes=0,1)`). Only spaces, as in hwloc: a tab or a newline stays
+/// inside its token, which the grammar above then refuses.
+fn synthetic_tokens(description: &str) -> Vec<&str> {
+    let mut tokens = Vec::new();
+    let (mut depth, mut start) = (0i32, None);
+    for (i, c) in description.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            _ => {}
+        }
+        if c == ' ' && depth <= 0 {
+            if let Some(s) = start.take() {
+                tokens.push(&description[s..i]);
+            }
+            depth = 0;
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        tokens.push(&description[s..]);
+    }
+    tokens
 }
 
 impl Topology {
@@ -665,22 +721,64 @@ mod tests {
         assert!(e.contains("at most 1024 per level"), "{e}");
         assert_eq!(
             synthetic_counts("numa:4(memory=1GB) core:1024 pu:2"),
-            vec![4, 1024, 2]
+            Ok(vec![4, 1024, 2])
         );
         Topology::from_synthetic("numa:2 core:1024 pu:1").expect("1024 per parent is fine");
     }
 
+    /// Found by the `topology_synthetic` fuzz target (timeout-c4c808d6...): " \r9049pu:2" is
+    /// 9049 objects then 2 PUs to hwloc (no space needed between levels), but the counting
+    /// above saw one token with the count 2, and hwloc ran past the fuzzer's 10 s.
+    #[test]
+    fn fuzz_regression_count_run_into_the_next_level_is_refused() {
+        let t0 = std::time::Instant::now();
+        for (d, token) in [
+            (" \r9049pu:2", "9049pu:2"),
+            ("pack:2core:4096 pu:1", "pack:2core:4096"),
+            ("core:0x2000 pu:1", "core:0x2000"),
+            ("core:010 pu:1", "core:010"),
+            ("core: 8192 pu:1", "core:"),
+            ("pack core:2", "pack"),
+            ("core:2(memory=1GB pu:1", "core:2(memory=1GB pu:1"),
+            ("core:2\u{a0}pu:1", "core:2\u{a0}pu:1"),
+            ("pack:2\tcore:2 pu:1", "pack:2\tcore:2"),
+        ] {
+            let e = Topology::from_synthetic(d).unwrap_err().to_string();
+            let want = format!("is not space-separated TYPE:COUNT levels at \"{token}\"");
+            assert!(e.contains(&want), "{d:?}: {e}");
+        }
+        assert!(t0.elapsed().as_secs() < 2, "{:?}", t0.elapsed());
+    }
+
+    #[test]
+    fn synthetic_descriptions_hwloc_documents_still_load() {
+        for (d, pus) in [
+            ("pack:2 numa:2 l3:1 core:8 pu:2", 64),
+            ("Package:2 Core:2 PU:2", 8),
+            ("4 4 2", 32),
+            ("numa:2(memory=1GB) core:2 pu:1", 4),
+            ("core:2(memory=1GB indexes=1,0) pu:2", 4),
+            ("pack:2 [numa(memory=1GB)] core:2 pu:1", 4),
+            ("  pack:2  core:2 pu:1 ", 4),
+        ] {
+            let t = Topology::from_synthetic(d).unwrap_or_else(|e| panic!("{d}: {e}"));
+            assert_eq!(t.num_pus(), pus, "{d}");
+        }
+    }
+
     #[test]
     fn synthetic_pu_count_is_the_product_of_the_counts() {
-        assert_eq!(synthetic_pus("pack:2 numa:2 l3:1 core:8 pu:2"), 64);
-        // Attributes after the count, and tokens without one, are left to hwloc.
-        assert_eq!(synthetic_pus("numa:4(memory=1GB) core:4 pu:1"), 16);
-        assert_eq!(synthetic_pus("bogus core:3"), 3);
+        let pus =
+            |d| synthetic_counts(d).map(|c| c.iter().fold(1u128, |a, &x| a.saturating_mul(x)));
+        assert_eq!(pus("pack:2 numa:2 l3:1 core:8 pu:2"), Ok(64));
+        // Attributes and attached objects count nothing.
+        assert_eq!(pus("numa:4(memory=1GB) [numa] core:4 pu:1"), Ok(16));
+        assert_eq!(pus("bogus core:3"), Err("bogus"));
         let big = 99_999_999_999u128;
         assert_eq!(
-            synthetic_pus("core:99999999999 pu:99999999999 pu:99999999999"),
-            big * big * big
+            pus("core:99999999999 pu:99999999999 pu:99999999999"),
+            Ok(big * big * big)
         );
-        assert_eq!(synthetic_pus(&"core:4294967295 ".repeat(8)), u128::MAX);
+        assert_eq!(pus(&"core:4294967295 ".repeat(8)), Ok(u128::MAX));
     }
 }
