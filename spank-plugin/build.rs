@@ -46,6 +46,9 @@ fn main() {
         "S_JOB_ARGV",
         "S_TASK_ID",
         "S_STEP_ALLOC_CORES",
+        "S_JOB_NNODES",
+        "S_JOB_TOTAL_TASK_COUNT",
+        "S_JOB_LOCAL_TO_GLOBAL_ID",
     ] {
         if !items.iter().any(|(n, _)| n == needed) {
             fail(&spank_h, &format!("enum spank_item lacks {needed}"));

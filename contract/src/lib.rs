@@ -15,6 +15,7 @@
 //! It depends on libc only, because the preload library links it into every pinned program.
 
 pub mod cpulist;
+pub mod ranks;
 
 pub use cpulist::{format_cpu_list, parse_cpu_list, CpuListError};
 
@@ -36,6 +37,12 @@ pub mod env {
     pub const LD_PRELOAD: &str = "LD_PRELOAD";
     /// The user's OpenMP thread count (read, never overridden when set).
     pub const OMP_NUM_THREADS: &str = "OMP_NUM_THREADS";
+    /// Set by the plugin in a batch script profiled with `sbatch --cmlb-map=profile`: the
+    /// job's profile directory; MPI steps with [`JOB_TASKS`] tasks also write their rank
+    /// matrix into its `ranks/`, from which `sbatch --cmlb-map=apply` places the ranks on nodes.
+    pub const JOB_PROFILE: &str = "CMLB_JOB_PROFILE";
+    /// The batch job's task count (see [`JOB_PROFILE`]).
+    pub const JOB_TASKS: &str = "CMLB_JOB_TASKS";
 }
 
 /// File name of the preload library (what launchers look for next to themselves).
@@ -155,6 +162,12 @@ pub struct PinEnv<'a> {
     pub pid: u32,
     /// Ask the preload library to log every pinning.
     pub verbose: bool,
+    /// The OpenMP team size of a program that starts threads of its own before the team (an
+    /// MPI rank: the library's progress threads come right after the main thread). The
+    /// OpenMP variables then list the team's PUs only — the main thread's and the last
+    /// `team - 1` created — so the runtime's team thread i and the preload's creation order
+    /// agree. `None`: every thread is a team thread.
+    pub omp_team: Option<usize>,
 }
 
 /// Every `(name, value)` a pinned task gets: the OpenMP variables and/or the preload library's.
@@ -164,10 +177,16 @@ pub fn task_env(p: &PinEnv) -> Vec<(String, String)> {
         return env;
     }
     if p.mode.omp() {
-        let places: Vec<String> = p.pus.iter().map(|u| format!("{{{u}}}")).collect();
+        let team: Vec<u32> = match p.omp_team {
+            Some(m) if m >= 1 && m < p.pus.len() => std::iter::once(p.pus[0])
+                .chain(p.pus[p.pus.len() - (m - 1)..].iter().copied())
+                .collect(),
+            _ => p.pus.to_vec(),
+        };
+        let places: Vec<String> = team.iter().map(|u| format!("{{{u}}}")).collect();
         env.push(("OMP_PLACES".into(), places.join(",")));
         env.push(("OMP_PROC_BIND".into(), "true".into()));
-        let list: Vec<String> = p.pus.iter().map(|u| u.to_string()).collect();
+        let list: Vec<String> = team.iter().map(|u| u.to_string()).collect();
         env.push(("GOMP_CPU_AFFINITY".into(), list.join(" ")));
         env.push((
             "KMP_AFFINITY".into(),
@@ -270,6 +289,7 @@ mod tests {
             existing_ld_preload: Some("/a.so"),
             pid: 42,
             verbose: true,
+            omp_team: None,
         };
         let e = task_env(&p);
         assert_eq!(get(&e, "OMP_PLACES"), Some("{2},{0},{2}"));
@@ -284,6 +304,18 @@ mod tests {
         assert_eq!(get(&e, env::BIND_PID), Some("42"));
         assert_eq!(get(&e, env::BIND_VERBOSE), Some("1"));
         assert_eq!(get(&e, env::LD_PRELOAD), Some("/l.so /a.so"));
+
+        // An MPI rank: main thread, 2 library threads, then a team of 3.
+        let rank = [4, 9, 9, 5, 6];
+        let e = task_env(&PinEnv {
+            pus: &rank,
+            omp_team: Some(3),
+            omp_threads_set: true,
+            ..p
+        });
+        assert_eq!(get(&e, "OMP_PLACES"), Some("{4},{5},{6}"));
+        assert_eq!(get(&e, "GOMP_CPU_AFFINITY"), Some("4 5 6"));
+        assert_eq!(get(&e, env::BIND_PUS), Some("4,9,9,5,6"));
 
         p.mode = BindMode::Omp;
         p.omp_threads_set = true;

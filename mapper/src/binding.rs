@@ -22,42 +22,116 @@ pub fn thread_pus(plan: &Plan) -> Option<Vec<u32>> {
     Some(a.iter().map(|x| x.pu).collect())
 }
 
+/// How Slurm's task/affinity deals a node's cores to its tasks across the sockets (packages):
+/// the second level of `srun -m node:socket`. Slurm's default is `cyclic`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SocketDist {
+    /// Tasks fill the first socket, then the next (`-m *:block`).
+    Block,
+    /// Task t takes its cores from the next socket in turn (`-m *:cyclic`, and `fcyclic`,
+    /// which differs only for tasks of several CPUs).
+    #[default]
+    Cyclic,
+}
+
+impl SocketDist {
+    /// From `SLURM_DISTRIBUTION` (`block:cyclic`, `cyclic:block,Pack`, ...): its socket part,
+    /// Slurm's default (cyclic) when absent or not understood.
+    pub fn from_slurm(dist: Option<&str>) -> SocketDist {
+        let socket = dist
+            .and_then(|d| d.split(',').next())
+            .and_then(|d| d.split(':').nth(1))
+            .unwrap_or("");
+        match socket {
+            "block" => SocketDist::Block,
+            _ => SocketDist::Cyclic,
+        }
+    }
+}
+
 /// Split the topology's PUs into `ntasks` disjoint shares of whole cores, in tree order (so a
-/// share stays inside as few NUMA nodes as possible). Shares differ by at most one core; with
-/// fewer cores than tasks, cores are split into PUs; with fewer PUs than tasks, PUs are shared
-/// round-robin. Returns PU OS indexes per task.
+/// share stays inside as few NUMA nodes as possible), the tasks filling the machine in order.
+/// See [`task_shares_dist`].
 pub fn task_shares(topo: &Topology, ntasks: usize) -> Vec<Vec<u32>> {
+    task_shares_dist(topo, ntasks, SocketDist::Block)
+}
+
+/// Split the topology's PUs into `ntasks` disjoint shares of whole cores, as Slurm's
+/// task/affinity deals them: shares differ by at most one core, each taken in tree order from
+/// one socket (package) where it fits, the sockets visited per `dist`; with fewer cores than
+/// tasks, cores are split into PUs; with fewer PUs than tasks, PUs are shared round-robin.
+/// Returns PU OS indexes per task.
+pub fn task_shares_dist(topo: &Topology, ntasks: usize, dist: SocketDist) -> Vec<Vec<u32>> {
     if ntasks == 0 {
         return Vec::new();
     }
-    // Group PUs by core, keeping tree order.
-    let mut cores: Vec<Vec<u32>> = Vec::new();
+    // Group PUs by core, keeping tree order; remember each core's package.
+    let package_of = |p: &crate::topology::Pu| {
+        let mut n = Some(p.node);
+        while let Some(i) = n {
+            if topo.nodes[i].level == Level::Package {
+                return i;
+            }
+            n = topo.nodes[i].parent;
+        }
+        0
+    };
+    let mut cores: Vec<(usize, Vec<u32>)> = Vec::new();
     let mut last_core = None;
     for p in &topo.pus {
         if last_core == Some((p.numa, p.core)) {
-            cores.last_mut().expect("pushed before").push(p.os_index);
+            cores.last_mut().expect("pushed before").1.push(p.os_index);
         } else {
-            cores.push(vec![p.os_index]);
+            cores.push((package_of(p), vec![p.os_index]));
             last_core = Some((p.numa, p.core));
         }
     }
-    let units: Vec<Vec<u32>> = if cores.len() >= ntasks {
+    let units: Vec<(usize, Vec<u32>)> = if cores.len() >= ntasks {
         cores
     } else {
-        topo.pus.iter().map(|p| vec![p.os_index]).collect()
+        topo.pus
+            .iter()
+            .map(|p| (package_of(p), vec![p.os_index]))
+            .collect()
     };
     if units.len() < ntasks {
         return (0..ntasks)
-            .map(|t| units[t % units.len()].clone())
+            .map(|t| units[t % units.len()].1.clone())
             .collect();
     }
     let base = units.len() / ntasks;
     let extra = units.len() % ntasks;
+    let size = |t: usize| base + usize::from(t < extra);
+    // Sockets in tree order, each a queue of its units.
+    let mut sockets: Vec<(usize, std::collections::VecDeque<Vec<u32>>)> = Vec::new();
+    for (pkg, u) in units {
+        match sockets.iter_mut().find(|(p, _)| *p == pkg) {
+            Some((_, q)) => q.push_back(u),
+            None => sockets.push((pkg, std::collections::VecDeque::from([u]))),
+        }
+    }
     let mut out = Vec::with_capacity(ntasks);
-    let mut it = units.into_iter();
+    let mut next = 0;
     for t in 0..ntasks {
-        let take = base + usize::from(t < extra);
-        out.push(it.by_ref().take(take).flatten().collect());
+        let mut share = Vec::new();
+        // Block: the first socket with cores left; cyclic: the next one in turn.
+        let mut s = match dist {
+            SocketDist::Block => 0,
+            SocketDist::Cyclic => next,
+        };
+        let mut need = size(t);
+        let mut tried = 0;
+        while need > 0 && tried <= sockets.len() {
+            if let Some(u) = sockets[s].1.pop_front() {
+                share.extend(u);
+                need -= 1;
+                continue;
+            }
+            s = (s + 1) % sockets.len();
+            tried += 1;
+        }
+        next = (s + 1) % sockets.len();
+        out.push(share);
     }
     out
 }
@@ -186,6 +260,32 @@ mod tests {
         let s = task_shares(&t, 10);
         assert_eq!(s[8], vec![0]);
         assert_eq!(task_shares(&t, 1), vec![(0..8).collect::<Vec<u32>>()]);
+    }
+
+    #[test]
+    fn shares_follow_slurms_socket_distribution() {
+        // 2 sockets x 2 cores x 1 PU: PUs 0-1 on socket 0, 2-3 on socket 1.
+        let t = crate::strategy::qap::tests::topo(2, 1, 2, 1);
+        let c = |n| task_shares_dist(&t, n, SocketDist::Cyclic);
+        // Slurm's default: rank 0 on CPU 0, 1 on 2, 2 on 1, 3 on 3.
+        assert_eq!(c(4), vec![vec![0], vec![2], vec![1], vec![3]]);
+        assert_eq!(c(2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(
+            task_shares_dist(&t, 4, SocketDist::Block),
+            vec![vec![0], vec![1], vec![2], vec![3]]
+        );
+        // 3 tasks on 4 cores: 2 + 1 + 1, each from one socket where it fits.
+        assert_eq!(c(3), vec![vec![0, 1], vec![2], vec![3]]);
+        assert_eq!(
+            SocketDist::from_slurm(Some("block:block")),
+            SocketDist::Block
+        );
+        assert_eq!(
+            SocketDist::from_slurm(Some("cyclic:cyclic,Pack")),
+            SocketDist::Cyclic
+        );
+        assert_eq!(SocketDist::from_slurm(Some("block")), SocketDist::Cyclic);
+        assert_eq!(SocketDist::from_slurm(None), SocketDist::Cyclic);
     }
 
     #[test]

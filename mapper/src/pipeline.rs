@@ -33,9 +33,12 @@
 
 #![warn(missing_docs)]
 
+mod local_ranks;
+
 use crate::binding;
 use crate::error::{MapError, Result};
 use crate::plan::Plan;
+use crate::profile::ranks::{has_ranks, read_ranks_dir};
 use crate::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use crate::profile::Profile;
 use crate::strategy::{self, MapInput, StrategySpec};
@@ -63,8 +66,9 @@ pub enum ProfileSource {
     /// (`cmlb run --save-profile`).
     Saved(PathBuf),
     /// Under this directory (the site's scratch or the user's cache), by the command's key
-    /// ([`binding::profile_key`]): task 0's profile is `KEY`, task t's `KEY.task{t}` (falling
-    /// back to `KEY` when it has none).
+    /// ([`binding::profile_key`]): a one-task step's profile is `KEY`; a multi-task step's job
+    /// profile directory is `KEY` with task g's thread profile in `KEY/task<g>` (falling back
+    /// to the lowest-numbered task that has one) and the rank matrix in `KEY/ranks`.
     Keyed(PathBuf),
 }
 
@@ -75,6 +79,9 @@ pub enum TaskAction {
     Profile {
         /// The profile directory to write.
         dir: PathBuf,
+        /// A multi-task step: the directory the MPI tracer writes the job's rank matrix into
+        /// ([`contract::ranks::trace_env`] gives the task's variables).
+        ranks: Option<PathBuf>,
     },
     /// No profile yet: profile briefly into `dir`, then run pinned (`cmlb run --save-profile`).
     Prerun {
@@ -111,8 +118,35 @@ pub struct StepPlan {
     pub tasks: Vec<TaskPlan>,
     /// The one line a launcher prints about the step (apply with a profile), or `None`.
     pub summary: Option<String>,
-    /// Task 0's profile directory (what a profile run writes, what apply reads).
+    /// The step's profile directory: task 0's profile for a one-task step, the job profile
+    /// directory (`task<g>/` per task, `ranks/`) for a multi-task one.
     pub profile_dir: PathBuf,
+}
+
+/// The directories of one step's profiles ([`Step::compute`]).
+struct Dirs {
+    /// What [`StepPlan::profile_dir`] reports.
+    step: PathBuf,
+    /// Each local task's thread profile directory.
+    tasks: Vec<PathBuf>,
+    /// The rank matrix directory of a multi-task step.
+    ranks: Option<PathBuf>,
+}
+
+/// A job profile directory: `ranks/` or some `task<g>/` inside.
+fn is_job_dir(d: &Path) -> bool {
+    d.join(contract::ranks::RANKS_DIR).is_dir()
+        || std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("task"))
+                    .is_some_and(|g| g.parse::<usize>().is_ok())
+                    && e.path().is_dir()
+            })
 }
 
 /// The exec-wrap a launcher uses for [`TaskAction::Profile`] and [`TaskAction::Prerun`]:
@@ -147,7 +181,7 @@ impl TaskAction {
     /// or `None` when the program runs as it is.
     pub fn wrap_argv(&self, o: &WrapOpts) -> Option<Vec<String>> {
         match self {
-            TaskAction::Profile { dir } => Some(profile_argv(o, dir)),
+            TaskAction::Profile { dir, .. } => Some(profile_argv(o, dir)),
             TaskAction::Prerun { dir } => {
                 let mut w = vec![
                     o.cmlb.display().to_string(),
@@ -213,6 +247,14 @@ pub struct Step {
     cpus_label: Option<String>,
     key_cpus: String,
     tasks: usize,
+    /// Global task id (MPI rank under srun) of each local task.
+    global: Vec<usize>,
+    /// Tasks of the whole step, on every node.
+    total: usize,
+    /// Nodes of the step.
+    nodes: usize,
+    /// How Slurm deals the node's cores to its tasks across sockets.
+    socket_dist: binding::SocketDist,
     omp_threads: Option<usize>,
     command: Vec<String>,
     profile: Option<ProfileSource>,
@@ -234,6 +276,10 @@ impl Step {
             cpus_label: None,
             key_cpus: format_cpu_list(cpus),
             tasks: 1,
+            global: vec![0],
+            total: 1,
+            nodes: 1,
+            socket_dist: binding::SocketDist::default(),
             omp_threads: None,
             command: Vec::new(),
             profile: None,
@@ -261,9 +307,31 @@ impl Step {
         Ok(s)
     }
 
-    /// Number of local tasks (at least 1).
+    /// Number of local tasks (at least 1), the whole step on this node (global ids 0..n).
     pub fn tasks(mut self, n: usize) -> Self {
         self.tasks = n.max(1);
+        self.global = (0..self.tasks).collect();
+        self.total = self.tasks;
+        self.nodes = 1;
+        self
+    }
+    /// A step over several nodes or with tasks elsewhere: the global task ids (MPI ranks under
+    /// srun) of this node's tasks, in local order, the step's task count and node count. Task
+    /// profiles are kept by global id, and the rank matrix places the local ranks.
+    pub fn layout(mut self, global: &[usize], total: usize, nodes: usize) -> Self {
+        if !global.is_empty() {
+            self.tasks = global.len();
+            self.global = global.to_vec();
+        }
+        self.total = total.max(self.tasks);
+        self.nodes = nodes.max(1);
+        self
+    }
+    /// How Slurm deals cores to the node's tasks across sockets (`SLURM_DISTRIBUTION`'s second
+    /// part; default cyclic, as Slurm's), so each task's share and "rank order" are the ones
+    /// Slurm itself would give.
+    pub fn socket_dist(mut self, d: binding::SocketDist) -> Self {
+        self.socket_dist = d;
         self
     }
     /// The user's `OMP_NUM_THREADS`: the thread count of each task (checked against the
@@ -314,29 +382,58 @@ impl Step {
         &self.cpus
     }
 
-    /// Task 0's profile directory and the one of task `t` (a `Given` profile serves all).
-    fn task_dirs(&self) -> Result<(PathBuf, Vec<PathBuf>)> {
-        let shares_threads = binding::task_shares(&self.node, self.tasks)
+    /// Where the step's profiles are: the step's directory, each local task's thread profile
+    /// directory, and (multi-task steps) the rank matrix directory.
+    fn dirs(&self) -> Result<Dirs> {
+        let shares_threads = binding::task_shares_dist(&self.node, self.tasks, self.socket_dist)
             .first()
             .map_or(0, Vec::len);
+        let job = |d: &Path| Dirs {
+            step: d.to_path_buf(),
+            tasks: self
+                .global
+                .iter()
+                .map(|g| d.join(format!("task{g}")))
+                .collect(),
+            ranks: Some(d.join(contract::ranks::RANKS_DIR)),
+        };
         match &self.profile {
             None => Err(MapError::Step("no profile location given".into())),
+            // A directory the user named serves every task, unless it is a job profile
+            // directory (no profile.yaml of its own, task<g>/ or ranks/ inside).
             Some(ProfileSource::Given(d) | ProfileSource::Saved(d)) => {
-                Ok((d.clone(), vec![d.clone(); self.tasks]))
+                if self.total > 1 && !d.join("profile.yaml").exists() && is_job_dir(d) {
+                    Ok(job(d))
+                } else {
+                    Ok(Dirs {
+                        step: d.clone(),
+                        tasks: vec![d.clone(); self.tasks],
+                        ranks: None,
+                    })
+                }
             }
             Some(ProfileSource::Keyed(root)) => {
                 let threads = self.omp_threads.unwrap_or(shares_threads);
-                let key = binding::profile_key(&self.command, threads, &self.key_cpus);
-                let dirs = (0..self.tasks)
-                    .map(|t| {
-                        if t == 0 {
-                            root.join(&key)
-                        } else {
-                            root.join(format!("{key}.task{t}"))
-                        }
-                    })
-                    .collect();
-                Ok((root.join(&key), dirs))
+                if self.total == 1 {
+                    let d = root.join(binding::profile_key(&self.command, threads, &self.key_cpus));
+                    return Ok(Dirs {
+                        step: d.clone(),
+                        tasks: vec![d],
+                        ranks: None,
+                    });
+                }
+                // One key for the whole step, the same on every node: the step's shape, not
+                // this node's cores (nodes may be given different core numbers).
+                let shape = if self.nodes > 1 {
+                    format!("{} nodes, {} tasks", self.nodes, self.total)
+                } else {
+                    format!("{}, {} tasks", self.key_cpus, self.total)
+                };
+                Ok(job(&root.join(binding::profile_key(
+                    &self.command,
+                    threads,
+                    &shape,
+                ))))
             }
         }
     }
@@ -344,70 +441,136 @@ impl Step {
     /// Compute every task's action. An error is a reason to run the step unpinned (the
     /// launcher says it in one line, or fails the step in strict mode).
     pub fn compute(&self) -> Result<StepPlan> {
-        let shares = binding::task_shares(&self.node, self.tasks);
-        let (dir0, dirs) = self.task_dirs()?;
+        let shares = binding::task_shares_dist(&self.node, self.tasks, self.socket_dist);
+        let dirs = self.dirs()?;
         let given = matches!(self.profile, Some(ProfileSource::Given(_)));
-        let with = |f: &dyn Fn(usize) -> TaskAction| -> Vec<TaskPlan> {
-            shares
-                .iter()
-                .enumerate()
-                .map(|(t, share)| TaskPlan {
-                    share: share.clone(),
-                    action: f(t),
-                })
-                .collect()
-        };
         if self.mode == Mode::Profile {
             return Ok(StepPlan {
-                tasks: with(&|t| TaskAction::Profile {
-                    dir: dirs[t].clone(),
-                }),
+                tasks: shares
+                    .iter()
+                    .enumerate()
+                    .map(|(t, share)| TaskPlan {
+                        share: share.clone(),
+                        action: TaskAction::Profile {
+                            dir: dirs.tasks[t].clone(),
+                            ranks: dirs.ranks.clone(),
+                        },
+                    })
+                    .collect(),
                 summary: None,
-                profile_dir: dir0,
+                profile_dir: dirs.step,
             });
         }
-        if !dir0.join("profile.yaml").exists() {
+        let has = |d: &Path| d.join("profile.yaml").exists();
+        let ranks = match &dirs.ranks {
+            Some(r) if has_ranks(r) => Some(read_ranks_dir(r).map_err(|e| {
+                MapError::Step(format!("rank profile {} is unusable: {e}", r.display()))
+            })?),
+            _ => None,
+        };
+        // A task without a thread profile of its own uses the lowest-numbered task's: ranks of
+        // one program usually run the same threads.
+        let fallback = if dirs.ranks.is_some() {
+            let mut found: Vec<(usize, PathBuf)> = std::fs::read_dir(&dirs.step)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let g: usize = name.strip_prefix("task")?.parse().ok()?;
+                    has(&e.path()).then_some((g, e.path()))
+                })
+                .collect();
+            found.sort();
+            found.into_iter().next().map(|(_, p)| p)
+        } else {
+            Some(dirs.step.clone()).filter(|d| has(d))
+        };
+        if fallback.is_none() && ranks.is_none() {
             if given {
                 return Err(MapError::Step(format!(
                     "profile={} has no profile.yaml",
-                    dir0.display()
+                    dirs.step.display()
                 )));
             }
-            let tasks = if self.prerun {
-                with(&|t| TaskAction::Prerun {
-                    dir: dirs[t].clone(),
-                })
-            } else {
-                with(&|_| TaskAction::Unpinned)
+            let all = |a: &dyn Fn(usize) -> TaskAction| -> Vec<TaskPlan> {
+                shares
+                    .iter()
+                    .enumerate()
+                    .map(|(t, share)| TaskPlan {
+                        share: share.clone(),
+                        action: a(t),
+                    })
+                    .collect()
             };
+            if self.prerun && self.total == 1 {
+                return Ok(StepPlan {
+                    tasks: all(&|t| TaskAction::Prerun {
+                        dir: dirs.tasks[t].clone(),
+                    }),
+                    summary: None,
+                    profile_dir: dirs.step,
+                });
+            }
+            // A pre-run restarts each task after profiling it: MPI ranks cannot survive that
+            // (their peers would lose them), so a multi-task step is profiled only on request.
+            let summary = (self.prerun && self.total > 1).then(|| {
+                format!(
+                    "cmlb: {}: no profile of this {}-task step in {}: run it once with \
+                     --cmlb-map=profile (a pre-run would restart every task); running unpinned",
+                    self.label,
+                    self.total,
+                    dirs.step.display()
+                )
+            });
             return Ok(StepPlan {
-                tasks,
-                summary: None,
-                profile_dir: dir0,
+                tasks: all(&|_| TaskAction::Unpinned),
+                summary,
+                profile_dir: dirs.step,
             });
         }
+        // Which share each local task gets: rank order, or the rank matrix's placement.
+        let (order, rank_line) = match &ranks {
+            Some(rp) => local_ranks::assign(
+                &self.node,
+                &shares,
+                &self.global,
+                self.total,
+                rp,
+                &self.strategy,
+                self.seed,
+            )?,
+            None => ((0..shares.len()).collect(), None),
+        };
         let mut tasks = Vec::with_capacity(self.tasks);
         let mut summary = None;
-        for (t, share) in shares.iter().enumerate() {
-            let dir = if dirs[t].join("profile.yaml").exists() {
-                &dirs[t]
+        for (t, &k) in order.iter().enumerate() {
+            let share = &shares[k];
+            let own = &dirs.tasks[t];
+            let dir = if has(own) {
+                Some(own.clone())
             } else {
-                &dir0
+                fallback.clone()
             };
-            let topo = self.node.restrict(share)?;
-            let (plan, compact, n, verdict) = self.plan_task(dir, &topo)?;
-            if t == 0 {
-                summary = Some(format!(
-                    "{}; {verdict}",
-                    self.summary_line(dir, n, &plan, &compact)
-                ));
-            }
-            let action = match binding::thread_pus(&plan) {
-                Some(pus) => TaskAction::Pin {
-                    pus,
-                    plan: Box::new(plan),
-                    profile: dir.clone(),
-                },
+            let action = match dir {
+                Some(dir) => {
+                    let topo = self.node.restrict(share)?;
+                    let (plan, compact, n, verdict) = self.plan_task(&dir, &topo)?;
+                    if summary.is_none() {
+                        summary = Some(format!(
+                            "{}; {verdict}",
+                            self.summary_line(&dir, n, &plan, &compact)
+                        ));
+                    }
+                    match binding::thread_pus(&plan) {
+                        Some(pus) => TaskAction::Pin {
+                            pus,
+                            plan: Box::new(plan),
+                            profile: dir,
+                        },
+                        None => TaskAction::Unpinned,
+                    }
+                }
                 None => TaskAction::Unpinned,
             };
             tasks.push(TaskPlan {
@@ -415,10 +578,20 @@ impl Step {
                 action,
             });
         }
+        let summary = match (summary, rank_line) {
+            (Some(s), Some(r)) => Some(format!("{s}; {r}")),
+            (None, Some(r)) => Some(format!(
+                "cmlb: {}: strategy {}, job profile {}: {r}",
+                self.label,
+                self.strategy.name(),
+                dirs.step.display()
+            )),
+            (s, None) => s,
+        };
         Ok(StepPlan {
             tasks,
             summary,
-            profile_dir: dir0,
+            profile_dir: dirs.step,
         })
     }
 
@@ -430,7 +603,10 @@ impl Step {
             .map_err(|e| MapError::Step(format!("profile {} is unusable: {e}", dir.display())))?;
         let n = prof.comm.n();
         if let Some(m) = self.omp_threads {
-            if m != n {
+            // MPI libraries start threads of their own (Open MPI's progress and PMIx threads)
+            // before the OpenMP team, so a rank's profile may hold more threads than
+            // OMP_NUM_THREADS; fewer means the program changed.
+            if m > n || (self.total == 1 && m != n) {
                 return Err(MapError::Step(format!(
                     "profile {} has {n} threads but OMP_NUM_THREADS={m}",
                     dir.display()
@@ -623,14 +799,9 @@ mod tests {
         let argv = vec!["/bin/app".to_string()];
         let step = Step::new(&machine, &[0, 1])
             .unwrap()
-            .tasks(2)
             .command(&argv)
             .profile(ProfileSource::Keyed(t.path().into()));
         let p = step.compute().unwrap();
-        let TaskAction::Prerun { dir } = &p.tasks[1].action else {
-            panic!("{:?}", p.tasks[1])
-        };
-        assert!(dir.display().to_string().ends_with(".task1"), "{dir:?}");
         assert_eq!(
             p.tasks[0].action,
             TaskAction::Prerun {
@@ -639,6 +810,7 @@ mod tests {
         );
         let p = step.clone().allow_prerun(false).compute().unwrap();
         assert!(p.tasks.iter().all(|t| t.action == TaskAction::Unpinned));
+        assert_eq!(p.summary, None);
         // A profile the user named must exist.
         let e = step
             .profile(ProfileSource::Given(t.path().join("nope")))
@@ -662,9 +834,12 @@ mod tests {
             topology: "live".into(),
             strategy: StrategySpec::parse("spectral:k=2,scheme=plain").unwrap(),
         };
-        let w = TaskAction::Profile { dir: "/s/k".into() }
-            .wrap_argv(&o)
-            .unwrap();
+        let w = TaskAction::Profile {
+            dir: "/s/k".into(),
+            ranks: None,
+        }
+        .wrap_argv(&o)
+        .unwrap();
         assert_eq!(
             w.join(" "),
             "/usr/bin/cmlb profile --out /s/k --run-anyway --accumulate --max-runs 4 --backend watch \
@@ -711,5 +886,200 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", d.join("comm.csv")).unwrap();
         let e = check_profile_files(d).unwrap_err().to_string();
         assert!(e.contains("comm.csv is not a regular file"), "{e}");
+    }
+
+    /// A rank profile of `n` ranks where the given pairs exchange `bytes` each way.
+    fn write_ranks(dir: &Path, n: usize, pairs: &[(u32, u32)], bytes: u64) {
+        use contract::ranks::{JobRanks, RankRow, Sent};
+        let rows = (0..n as u32)
+            .map(|r| RankRow {
+                rank: r,
+                host: "n1".into(),
+                seconds: 1.0,
+                to: pairs
+                    .iter()
+                    .filter_map(|&(a, b)| {
+                        let d = if a == r {
+                            b
+                        } else if b == r {
+                            a
+                        } else {
+                            return None;
+                        };
+                        Some((
+                            d,
+                            Sent {
+                                p2p_bytes: bytes,
+                                p2p_msgs: 1,
+                                ..Sent::default()
+                            },
+                        ))
+                    })
+                    .collect(),
+            })
+            .collect();
+        JobRanks {
+            n,
+            rows,
+            mpi: "test".into(),
+            command: vec!["app".into()],
+        }
+        .write_dir(&dir.join(contract::ranks::RANKS_DIR))
+        .unwrap();
+    }
+
+    #[test]
+    fn a_multi_node_step_keeps_task_profiles_by_global_id_under_one_key() {
+        let t = tempfile::tempdir().unwrap();
+        let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
+        let argv = vec!["/bin/app".to_string()];
+        let on = |cores: &str, global: &[usize]| {
+            Step::from_slurm_cores(&machine, cores)
+                .unwrap()
+                .layout(global, 8, 2)
+                .command(&argv)
+                .profile(ProfileSource::Keyed(t.path().into()))
+                .mode(Mode::Profile)
+                .compute()
+                .unwrap()
+        };
+        // Two nodes given different core numbers still name one job profile directory.
+        let a = on("0-3", &[0, 1, 2, 3]);
+        let b = on("1-2", &[4, 6]);
+        assert_eq!(a.profile_dir, b.profile_dir);
+        let TaskAction::Profile { dir, ranks } = &b.tasks[1].action else {
+            panic!("{:?}", b.tasks[1])
+        };
+        assert_eq!(dir, &b.profile_dir.join("task6"));
+        assert_eq!(
+            ranks.as_deref(),
+            Some(b.profile_dir.join("ranks").as_path())
+        );
+        // A one-task step keeps its single profile directory and traces no ranks.
+        let one = Step::new(&machine, &[0, 1])
+            .unwrap()
+            .command(&argv)
+            .profile(ProfileSource::Keyed(t.path().into()))
+            .mode(Mode::Profile)
+            .compute()
+            .unwrap();
+        assert_ne!(one.profile_dir, a.profile_dir);
+        let TaskAction::Profile { dir, ranks } = &one.tasks[0].action else {
+            unreachable!()
+        };
+        assert_eq!((dir, ranks), (&one.profile_dir, &None));
+    }
+
+    #[test]
+    fn the_rank_matrix_decides_which_rank_gets_which_share() {
+        let t = tempfile::tempdir().unwrap();
+        let job = t.path().join("job");
+        // Ranks 0-2 and 1-3 exchange: rank order (0,1 | 2,3 on the two NUMA nodes) cuts both.
+        write_ranks(&job, 4, &[(0, 2), (1, 3)], 1000);
+        let machine = Topology::load("pack:1 numa:2 core:2 pu:1").unwrap();
+        let p = Step::new(&machine, &[0, 1, 2, 3])
+            .unwrap()
+            .layout(&[0, 1, 2, 3], 4, 1)
+            .command(&["app".to_string()])
+            .profile(ProfileSource::Given(job.clone()))
+            .compute()
+            .unwrap();
+        let numa = |t: usize| p.tasks[t].share[0] / 2;
+        assert_eq!(numa(0), numa(2), "{:?}", p.tasks);
+        assert_eq!(numa(1), numa(3), "{:?}", p.tasks);
+        assert_ne!(numa(0), numa(1), "{:?}", p.tasks);
+        // No thread profiles: each rank runs in its share with threads unpinned.
+        assert!(p.tasks.iter().all(|t| t.action == TaskAction::Unpinned));
+        let s = p.summary.unwrap();
+        assert!(
+            s.contains("ranks 0-3 of 4 on this node: cores by the rank matrix (inter-NUMA bytes 0.0000e0, rank order 4.0000e3"),
+            "{s}"
+        );
+        // Pairs that rank order already keeps together: rank order stays.
+        write_ranks(&job, 4, &[(0, 1), (2, 3)], 1000);
+        let p = Step::new(&machine, &[0, 1, 2, 3])
+            .unwrap()
+            .layout(&[0, 1, 2, 3], 4, 1)
+            .profile(ProfileSource::Given(job.clone()))
+            .compute()
+            .unwrap();
+        let shares: Vec<u32> = p.tasks.iter().map(|t| t.share[0]).collect();
+        assert_eq!(shares, [0, 1, 2, 3]);
+        assert!(p.summary.unwrap().contains("rank order kept"));
+        // A profile of another rank count is not applied to this step.
+        write_ranks(&job, 6, &[(0, 2)], 10);
+        let p = Step::new(&machine, &[0, 1, 2, 3])
+            .unwrap()
+            .layout(&[0, 1, 2, 3], 4, 1)
+            .profile(ProfileSource::Given(job))
+            .compute()
+            .unwrap();
+        assert!(p
+            .summary
+            .unwrap()
+            .contains("the rank profile has 6 ranks but the step 4 tasks"));
+    }
+
+    #[test]
+    fn a_rank_without_its_own_thread_profile_uses_the_lowest_ranks() {
+        let t = tempfile::tempdir().unwrap();
+        let job = t.path().join("job");
+        write_profile(&job.join("task2"), "0,9\n9,0\n", 2);
+        let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
+        let p = Step::new(&machine, &[0, 1, 2, 3])
+            .unwrap()
+            .layout(&[4, 5], 8, 2)
+            .profile(ProfileSource::Given(job.clone()))
+            .compute()
+            .unwrap();
+        for tp in &p.tasks {
+            let TaskAction::Pin { profile, pus, .. } = &tp.action else {
+                panic!("{tp:?}")
+            };
+            assert_eq!(profile, &job.join("task2"));
+            assert!(pus.iter().all(|u| tp.share.contains(u)));
+        }
+    }
+
+    #[test]
+    fn an_mpi_rank_may_hold_more_threads_than_its_openmp_team() {
+        let t = tempfile::tempdir().unwrap();
+        let job = t.path().join("job");
+        write_profile(&job.join("task0"), PAIRS4, 4);
+        let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
+        let step = |omp| {
+            Step::new(&machine, &[0, 1, 2, 3])
+                .unwrap()
+                .layout(&[0], 2, 2)
+                .omp_threads(Some(omp))
+                .profile(ProfileSource::Given(job.clone()))
+                .compute()
+        };
+        // 2 OpenMP threads + 2 threads of the MPI library: planned.
+        assert!(matches!(
+            step(2).unwrap().tasks[0].action,
+            TaskAction::Pin { .. }
+        ));
+        let e = step(5).unwrap_err().to_string();
+        assert!(e.ends_with("has 4 threads but OMP_NUM_THREADS=5"), "{e}");
+    }
+
+    #[test]
+    fn a_multi_task_step_without_a_profile_is_never_pre_run() {
+        let t = tempfile::tempdir().unwrap();
+        let machine = Topology::load("pack:1 numa:1 core:2 pu:1").unwrap();
+        let p = Step::new(&machine, &[0, 1])
+            .unwrap()
+            .layout(&[0, 1], 4, 2)
+            .command(&["app".to_string()])
+            .profile(ProfileSource::Keyed(t.path().into()))
+            .compute()
+            .unwrap();
+        assert!(p.tasks.iter().all(|t| t.action == TaskAction::Unpinned));
+        let s = p.summary.unwrap();
+        assert!(
+            s.contains("no profile of this 4-task step in") && s.contains("--cmlb-map=profile"),
+            "{s}"
+        );
     }
 }

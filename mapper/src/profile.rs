@@ -20,6 +20,7 @@ use std::path::Path;
 
 pub mod accumulate;
 pub mod evidence;
+pub mod ranks;
 pub mod samples;
 
 pub use evidence::Evidence;

@@ -27,6 +27,26 @@ pub fn preload_lib(site: &SiteConf, plugin_dir: &Path) -> Result<PathBuf, String
     })
 }
 
+/// The MPI tracer (`libcmlb_mpi.so`): next to the plugin, else next to the preload library.
+pub fn mpi_lib(site: &SiteConf, plugin_dir: &Path) -> Result<PathBuf, String> {
+    let beside_preload = site
+        .preload
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf);
+    std::iter::once(plugin_dir.to_path_buf())
+        .chain(beside_preload)
+        .map(|d| d.join(contract::ranks::MPI_LIB))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{} not found next to the plugin ({})",
+                contract::ranks::MPI_LIB,
+                plugin_dir.display()
+            )
+        })
+}
+
 /// The `cmlb` binary: `cmlb=` if set, else next to the plugin, then /usr/bin, /usr/local/bin.
 pub fn cmlb_binary(site: &SiteConf, plugin_dir: &Path) -> Result<PathBuf, String> {
     if let Some(p) = find_file(site.cmlb.as_deref(), plugin_dir, &["cmlb"]) {

@@ -5,5 +5,6 @@
 //! `cmlb_spank(8)` is generated from them. Pure functions, unit-tested without Slurm.
 
 pub mod companions;
+pub mod layout;
 pub mod options;
 pub mod scratch;

@@ -25,8 +25,8 @@ pub const MODES: &str = "profile, apply, off";
 
 /// The `--cmlb-map` modes with their meaning: the plugin's `--help` text and `cmlb_spank(8)`.
 pub const MODE_DOCS: [(&str, &str); 3] = [
-    ("profile", "run each task under the profiler and save its profile in the scratch directory"),
-    ("apply", "pin every task's threads from the plan (a short profiling pre-run first if there is no profile yet)"),
+    ("profile", "run each task under the profiler and save its profile in the scratch directory; MPI steps also record which rank sends how many bytes to which"),
+    ("apply", "pin every task's threads from the plan (a one-task step without a profile is profiled briefly first); MPI ranks get their node's cores by the rank matrix, and an sbatch job's ranks their nodes"),
     ("off", "do nothing"),
 ];
 

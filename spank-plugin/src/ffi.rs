@@ -165,6 +165,23 @@ pub fn get_u32(sp: spank_t, item: i32) -> Option<u32> {
     (rc == ESPANK_SUCCESS).then_some(v)
 }
 
+/// S_JOB_LOCAL_TO_GLOBAL_ID: the global task id (MPI rank under srun) of local task `local`.
+pub fn local_to_global(sp: spank_t, local: u32) -> Option<u32> {
+    let f = api().get_item?;
+    let mut g: u32 = 0;
+    // SAFETY: the item takes a `uint32_t` (promoted to unsigned int through `...`) and a
+    // `uint32_t *`.
+    let rc = unsafe {
+        f(
+            sp,
+            item::S_JOB_LOCAL_TO_GLOBAL_ID as c_int,
+            local as std::ffi::c_uint,
+            &mut g as *mut u32,
+        )
+    };
+    (rc == ESPANK_SUCCESS).then_some(g)
+}
+
 /// An `int` item (S_TASK_ID).
 pub fn get_int(sp: spank_t, item: i32) -> Option<i32> {
     let f = api().get_item?;

@@ -14,6 +14,7 @@
 //! "run unpinned" (or a step failure with `strict=1`), never unwound into Slurm. The plugin
 //! starts no threads and never blocks in srun/sbatch.
 
+mod batch;
 mod ffi;
 pub use cmlb_slurm::options;
 mod remote;

@@ -11,6 +11,7 @@ use crate::{effective, with_state};
 use cmlb_slurm::companions;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
+use mapper::binding::SocketDist;
 use mapper::pipeline::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
 use mapper::topology::{format_cpu_list, Topology};
 use std::path::PathBuf;
@@ -20,10 +21,20 @@ use std::path::PathBuf;
 pub(crate) enum TaskDo {
     /// Nothing (dry-run, or a task beyond the plan).
     Nothing,
-    /// Task mask = `share`, thread k on `pus[k]`.
-    Pin { pus: Vec<u32>, share: Vec<u32> },
-    /// Re-exec the task as `words... <program> <args>` (profiler or pre-run), inside `share`.
-    Wrap { words: Vec<String>, share: Vec<u32> },
+    /// Task mask = `share`, thread k on `pus[k]`; `omp_team`: an MPI rank's OpenMP team size
+    /// ([`contract::PinEnv::omp_team`]).
+    Pin {
+        pus: Vec<u32>,
+        share: Vec<u32>,
+        omp_team: Option<usize>,
+    },
+    /// Re-exec the task as `words... <program> <args>` (profiler or pre-run), inside `share`;
+    /// with `trace`, the MPI tracer (library) records the task's rank traffic into the directory.
+    Wrap {
+        words: Vec<String>,
+        share: Vec<u32>,
+        trace: Option<(Vec<PathBuf>, PathBuf)>,
+    },
 }
 
 /// What user_init decided for this step on this node.
@@ -80,6 +91,13 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
     // would also leak OMP_* variables into every srun of the script.
     match ffi::get_u32(sp, item::S_JOB_STEPID) {
         Some(id) if id < 0xffff_fff0 => {}
+        // The batch script: no binding, but where the job's ranks go across nodes.
+        Some(crate::batch::BATCH_STEP) => {
+            return match crate::batch::user_init(sp, &site, &opts) {
+                Ok(()) => 0,
+                Err(e) => degrade_batch(&site, &e),
+            }
+        }
         _ => return 0,
     }
     match plan_step(sp, &site, &opts) {
@@ -114,16 +132,39 @@ fn degrade(site: &SiteConf, msg: &str) -> i32 {
     }
 }
 
+/// A batch-step problem: the script runs with Slurm's own distribution (or fails in strict mode).
+fn degrade_batch(site: &SiteConf, msg: &str) -> i32 {
+    if site.strict {
+        ffi::log(
+            LogLevel::Error,
+            &format!("cmlb: {msg} (strict=1: failing the job)"),
+        );
+        -1
+    } else {
+        warn(&format!(
+            "cmlb: warning: {msg}; the job's ranks are placed as Slurm distributes them"
+        ));
+        0
+    }
+}
+
 /// What Slurm tells about the step on this node.
 struct SlurmStep {
     job: u32,
     step: u32,
     uid: u32,
     ntasks: usize,
+    /// Nodes and tasks of the whole step, and the global id (MPI rank) of each local task.
+    nnodes: usize,
+    total: usize,
+    global: Vec<usize>,
     argv: Vec<String>,
     cores: String,
     omp_threads: Option<usize>,
     scratch: PathBuf,
+    /// In a batch job profiled with `sbatch --cmlb-map=profile`: the job's `ranks/`, which a
+    /// step with the job's task count records too.
+    job_ranks: Option<PathBuf>,
 }
 
 fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
@@ -136,6 +177,17 @@ fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
         "the local task count",
         ffi::get_u32(sp, item::S_JOB_LOCAL_TASK_COUNT),
     )? as usize;
+    let nnodes = ffi::get_u32(sp, item::S_JOB_NNODES).map_or(1, |n| n.max(1) as usize);
+    let total =
+        ffi::get_u32(sp, item::S_JOB_TOTAL_TASK_COUNT).map_or(ntasks, |n| (n as usize).max(ntasks));
+    let global: Vec<usize> = match (0..ntasks as u32)
+        .map(|l| ffi::local_to_global(sp, l).map(|g| g as usize))
+        .collect::<Option<Vec<usize>>>()
+    {
+        Some(g) => g,
+        None if total == ntasks => (0..ntasks).collect(),
+        None => return Err(Skip("Slurm did not give the tasks' global ids".into())),
+    };
     let argv = ffi::get_argv(sp)
         .filter(|a| !a.is_empty())
         .ok_or_else(|| Skip("Slurm did not give the command".into()))?;
@@ -155,11 +207,22 @@ fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
         job,
         &nodename,
     ));
+    let job_ranks = match (
+        ffi::getenv(sp, contract::env::JOB_PROFILE).filter(|d| !d.is_empty()),
+        ffi::getenv(sp, contract::env::JOB_TASKS).and_then(|n| n.trim().parse::<usize>().ok()),
+    ) {
+        (Some(d), Some(n)) if n == total => Some(PathBuf::from(d).join(contract::ranks::RANKS_DIR)),
+        _ => None,
+    };
     Ok(SlurmStep {
+        job_ranks,
         job,
         step,
         uid,
         ntasks,
+        nnodes,
+        total,
+        global,
         argv,
         cores,
         omp_threads,
@@ -181,7 +244,10 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
     };
     let strategy = opts.strategy.clone().unwrap_or_default();
     let step = Step::from_slurm_cores(&machine, &s.cores)?
-        .tasks(s.ntasks)
+        .layout(&s.global, s.total, s.nnodes)
+        .socket_dist(SocketDist::from_slurm(
+            ffi::getenv(sp, "SLURM_DISTRIBUTION").as_deref(),
+        ))
         .omp_threads(s.omp_threads)
         .command(&s.argv)
         .profile(match &explicit {
@@ -226,6 +292,23 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             strategy,
         };
         ensure_scratch(&s.scratch, s.uid).map_err(|e| Skip(e.0))?;
+        // A multi-task step's rank traffic: the MPI tracer, preloaded beside the profiler.
+        let ranks_out = plan.tasks.iter().find_map(|t| match &t.action {
+            TaskAction::Profile { ranks: Some(r), .. } => Some(r.clone()),
+            _ => None,
+        });
+        let mpi_lib = match &ranks_out {
+            Some(_) => match companions::mpi_lib(site, &dir) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    warn(&format!(
+                        "cmlb: warning: {e}: the rank matrix of this step is not recorded"
+                    ));
+                    None
+                }
+            },
+            None => None,
+        };
         let tasks = plan
             .tasks
             .iter()
@@ -233,17 +316,35 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
                 Some(words) => TaskDo::Wrap {
                     words,
                     share: t.share.clone(),
+                    trace: match (&t.action, &mpi_lib) {
+                        (TaskAction::Profile { ranks: Some(r), .. }, Some(l)) => Some((
+                            std::iter::once(r.clone())
+                                .chain(s.job_ranks.clone())
+                                .collect(),
+                            l.clone(),
+                        )),
+                        _ => None,
+                    },
                 },
                 None => TaskDo::Nothing,
             })
             .collect();
         warn(&if opts.mode == Mode::Profile {
             format!(
-                "cmlb: profiling {} ({} task{plural}, cores {}); profile: {}",
+                "cmlb: profiling {} ({} task{plural}{}, cores {}); profile: {}{}",
                 s.argv[0],
                 s.ntasks,
+                if s.total > s.ntasks {
+                    format!(" of {} on {} nodes", s.total, s.nnodes)
+                } else {
+                    String::new()
+                },
                 s.cores,
-                plan.profile_dir.display()
+                plan.profile_dir.display(),
+                match (&ranks_out, &mpi_lib) {
+                    (Some(r), Some(_)) => format!("; MPI rank matrix: {}", r.display()),
+                    _ => String::new(),
+                }
             )
         } else {
             format!(
@@ -325,6 +426,8 @@ fn apply_task(t: usize, tp: &TaskPlan, opts: &MapOpts, s: &SlurmStep) -> Result<
         Some(p) => TaskDo::Pin {
             pus: p.clone(),
             share: tp.share.clone(),
+            // Ranks of a multi-task step start the MPI library's threads before the team.
+            omp_team: if s.total > 1 { s.omp_threads } else { None },
         },
         // A plan that binds nothing (`none`) leaves the task as Slurm placed it.
         None => TaskDo::Nothing,
@@ -371,7 +474,7 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
     }
     match action {
         TaskDo::Nothing => {}
-        TaskDo::Pin { pus, .. } => set_all(contract::task_env(&PinEnv {
+        TaskDo::Pin { pus, omp_team, .. } => set_all(contract::task_env(&PinEnv {
             pus,
             mode: st.opts.bind,
             omp_threads_set: ffi::getenv(sp, contract::env::OMP_NUM_THREADS).is_some(),
@@ -379,8 +482,23 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
             existing_ld_preload: existing.as_deref(),
             pid: std::process::id(),
             verbose: st.opts.verbose,
+            omp_team: *omp_team,
         })),
-        TaskDo::Wrap { words, .. } => {
+        TaskDo::Wrap { words, trace, .. } => {
+            let mut existing = existing;
+            if let Some((out, lib)) = trace {
+                let env = contract::ranks::trace_env(
+                    out,
+                    &lib.display().to_string(),
+                    existing.as_deref(),
+                );
+                // The exec-wrap below keeps the tracer in the program's LD_PRELOAD.
+                existing = env
+                    .iter()
+                    .find(|(k, _)| k == contract::env::LD_PRELOAD)
+                    .map(|(_, v)| v.clone());
+                set_all(env);
+            }
             // Slurm >= 23.11: start the task as `words... program args` (reaches static
             // programs too); on any error fall back to the preload's exec-wrap below.
             #[cfg(spank_prepend_task_argv)]

@@ -284,6 +284,16 @@ fn companions(r: &mut Report, site: &SiteConf, dir: Option<&Path>) {
             ),
         }
     }
+    // Only MPI steps need it: without it they run and are mapped, but no rank matrix is made.
+    match companions::mpi_lib(site, dir) {
+        Ok(p) => r.line(Verdict::Ok, "mpi", &p.display().to_string(), None),
+        Err(e) => r.line(
+            Verdict::Warn,
+            "mpi",
+            &e,
+            Some("MPI steps profile without their rank matrix; install the cmlb package"),
+        ),
+    }
 }
 
 /// "22.05.8" from `slurmd -V` ("slurm-wlm 22.05.8" or "slurm 24.11.5").

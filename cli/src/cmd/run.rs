@@ -182,7 +182,7 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
     let pus = match &task.action {
         TaskAction::Pin { pus, .. } => pus,
         TaskAction::Unpinned => return Ok(None),
-        TaskAction::Prerun { dir } | TaskAction::Profile { dir } => {
+        TaskAction::Prerun { dir } | TaskAction::Profile { dir, .. } => {
             bail!(
                 "the profiling pre-run wrote no profile in {}",
                 dir.display()
@@ -209,6 +209,7 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         // exec keeps our pid: the preload pins only in the process with this pid.
         pid: std::process::id(),
         verbose: false,
+        omp_team: None,
     });
     Ok(Some(Launch {
         mask: task.share.clone(),
