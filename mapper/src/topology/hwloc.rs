@@ -731,7 +731,8 @@ mod tests {
     /// above saw one token with the count 2, and hwloc ran past the fuzzer's 10 s.
     #[test]
     fn fuzz_regression_count_run_into_the_next_level_is_refused() {
-        let t0 = std::time::Instant::now();
+        // Refused by cmlb's own reading, so hwloc never builds the 9049-object level that ran
+        // past the fuzzer's 10 s timeout (an error naming the token proves hwloc was not asked).
         for (d, token) in [
             (" \r9049pu:2", "9049pu:2"),
             ("pack:2core:4096 pu:1", "pack:2core:4096"),
@@ -747,7 +748,6 @@ mod tests {
             let want = format!("is not space-separated TYPE:COUNT levels at \"{token}\"");
             assert!(e.contains(&want), "{d:?}: {e}");
         }
-        assert!(t0.elapsed().as_secs() < 2, "{:?}", t0.elapsed());
     }
 
     #[test]
