@@ -53,7 +53,7 @@ mod tests {
     }
 
     #[test]
-    fn fuzz_regression_repeats_adding_up_past_the_limit_are_refused_before_allocating() {
+    fn repeats_adding_up_past_the_limit_are_refused_before_allocating() {
         // Found writing the slurm_layout fuzz target: each (xREPEAT) was bounded, their sum only
         // after every node had been allocated (a few thousand items: gigabytes in slurmstepd).
         let text = ["1(x1048576)"; 4000].join(",");

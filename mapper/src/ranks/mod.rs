@@ -578,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn fuzz_regression_ranges_adding_up_past_the_limit_are_refused_before_allocating() {
+    fn ranges_adding_up_past_the_limit_are_refused_before_allocating() {
         // Found writing the slurm_layout fuzz target: each range was bounded, their sum not.
         let list = ["n[0-1048575]"; 2].join(",");
         let e = expand_hostlist(&list).unwrap_err().to_string();
