@@ -35,6 +35,13 @@ pub fn per_node_counts(text: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
+/// Whether per-node task counts describe `nodes` nodes and `ntasks` tasks in all. The sum is
+/// checked: counts near `usize::MAX` must not wrap into one that matches.
+pub fn describes(per_node: &[usize], nodes: usize, ntasks: usize) -> bool {
+    per_node.len() == nodes
+        && per_node.iter().try_fold(0usize, |a, &c| a.checked_add(c)) == Some(ntasks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +57,16 @@ mod tests {
         );
         assert!(per_node_counts("a").is_err());
         assert!(per_node_counts("").is_err());
+    }
+
+    #[test]
+    fn a_layout_describes_its_nodes_and_tasks_without_wrapping() {
+        let c = per_node_counts("2(x3),1").unwrap();
+        assert!(describes(&c, 4, 7));
+        assert!(!describes(&c, 3, 7));
+        assert!(!describes(&c, 4, 6));
+        let huge = per_node_counts(&format!("{},1", usize::MAX)).unwrap();
+        assert!(!describes(&huge, 2, 0), "usize::MAX + 1 wrapped to 0");
     }
 
     #[test]
