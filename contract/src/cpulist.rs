@@ -15,6 +15,9 @@ impl fmt::Display for CpuListError {
 
 impl std::error::Error for CpuListError {}
 
+/// The most CPUs a list may name, counting repeats (a range is refused before it is allocated).
+const MAX_ITEMS: usize = 1 << 20;
+
 /// Parse a CPU list such as `"0-3,8,10-11"` into sorted, de-duplicated CPU numbers.
 /// Whitespace around items is ignored; an empty list, a reversed range (`5-3`) or anything
 /// that is not a non-negative integer is an error naming the offending item.
@@ -49,7 +52,18 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, CpuListError> {
                 if b - a >= 1 << 20 {
                     return Err(err(format!("range '{item}' is too large")));
                 }
+                // Ranges that overlap add up before the de-duplication: bound their sum too.
+                if out.len() + (b - a) as usize >= MAX_ITEMS {
+                    return Err(err(format!(
+                        "the list names more than {MAX_ITEMS} CPUs at '{item}'"
+                    )));
+                }
                 out.extend(a..=b);
+            }
+            None if out.len() >= MAX_ITEMS => {
+                return Err(err(format!(
+                    "the list names more than {MAX_ITEMS} CPUs at '{item}'"
+                )))
             }
             None => out.push(num(item)?),
         }
@@ -106,6 +120,20 @@ mod tests {
         assert!(e("1-2-3").contains("'1-2-3' is not a CPU number"));
         assert!(e("99999999999").contains("too large"));
         assert!(e("0-4000000000").contains("too large"));
+    }
+
+    #[test]
+    fn overlapping_ranges_are_bounded_before_they_are_allocated() {
+        // Found after the same bug in the Slurm layout: each range was bounded, their sum not,
+        // so repeated ranges (S_STEP_ALLOC_CORES, `cmlb topology --cpuset`) took gigabytes.
+        let text = ["0-1048575"; 2].join(",");
+        assert_eq!(
+            parse_cpu_list(&text).unwrap_err().0,
+            "the list names more than 1048576 CPUs at '0-1048575'"
+        );
+        assert_eq!(parse_cpu_list("0-1048575").unwrap().len(), 1 << 20);
+        assert!(parse_cpu_list("0-1048575,7").is_err());
+        assert_eq!(parse_cpu_list("0-3,2-5,5").unwrap(), [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]

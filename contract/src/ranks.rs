@@ -150,6 +150,9 @@ impl RankRow {
                 return Err(DecodeError(format!("word {i} does not start a row")));
             }
             let rank = *w.get(i + 1).ok_or_else(short)?;
+            if rank > u64::from(u32::MAX) {
+                return Err(DecodeError(format!("word {} is not a rank: {rank}", i + 1)));
+            }
             let seconds = f64::from_bits(*w.get(i + 2).ok_or_else(short)?);
             let hlen = *w.get(i + 3).ok_or_else(short)? as usize;
             if hlen > 4096 {
@@ -161,9 +164,18 @@ impl RankRow {
             let hb: Vec<u8> = host_words.iter().flat_map(|x| x.to_le_bytes()).collect();
             let host = String::from_utf8_lossy(&hb[..hlen]).into_owned();
             i += hw;
-            let k = *w.get(i).ok_or_else(short)? as usize;
+            let k = *w.get(i).ok_or_else(short)?;
             i += 1;
-            let body = w.get(i..i + 5 * k).ok_or_else(short)?;
+            // The count comes off the wire: 5 × k must not wrap around into a short slice.
+            let end = usize::try_from(k)
+                .ok()
+                .and_then(|k| k.checked_mul(5))
+                .and_then(|len| len.checked_add(i))
+                .ok_or_else(short)?;
+            let body = w.get(i..end).ok_or_else(short)?;
+            if let Some(e) = body.chunks_exact(5).find(|e| e[0] > u64::from(u32::MAX)) {
+                return Err(DecodeError(format!("destination {} is not a rank", e[0])));
+            }
             let to = body
                 .chunks_exact(5)
                 .map(|e| {
@@ -178,7 +190,7 @@ impl RankRow {
                     )
                 })
                 .collect();
-            i += 5 * k;
+            i = end;
             rows.push(RankRow {
                 rank: rank as u32,
                 host,
@@ -260,12 +272,13 @@ impl JobRanks {
             ..Totals::default()
         };
         for r in &self.rows {
+            // Saturating, as Sent::bytes: counters off the wire must not wrap into small totals.
             for (d, s) in &r.to {
-                t.p2p_bytes += s.p2p_bytes;
-                t.coll_bytes += s.coll_bytes;
+                t.p2p_bytes = t.p2p_bytes.saturating_add(s.p2p_bytes);
+                t.coll_bytes = t.coll_bytes.saturating_add(s.coll_bytes);
                 if hosts[r.rank as usize] != hosts[*d as usize] {
-                    t.p2p_inter_node += s.p2p_bytes;
-                    t.inter_node += s.bytes();
+                    t.p2p_inter_node = t.p2p_inter_node.saturating_add(s.p2p_bytes);
+                    t.inter_node = t.inter_node.saturating_add(s.bytes());
                 }
             }
         }
@@ -315,8 +328,9 @@ impl JobRanks {
                 for (d, x) in &r.to {
                     let b = *d as usize;
                     for (i, j) in [(a, b), (b, a)] {
-                        bytes[i * self.n + j] += x.bytes();
-                        msgs[i * self.n + j] += x.msgs();
+                        let (cb, cm) = (&mut bytes[i * self.n + j], &mut msgs[i * self.n + j]);
+                        *cb = cb.saturating_add(x.bytes());
+                        *cm = cm.saturating_add(x.msgs());
                     }
                 }
             }
@@ -347,7 +361,17 @@ impl JobRanks {
                         q.push('\\');
                         q.push(c);
                     }
-                    c if (c as u32) < 0x20 => q.push(' '),
+                    // What YAML does not allow raw in a scalar, or would fold as a line break
+                    // (NEL, U+2028/9), is escaped, so every string reads back as it was.
+                    c if (c as u32) < 0x20
+                        || ('\u{7f}'..='\u{9f}').contains(&c)
+                        || matches!(
+                            c,
+                            '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                        ) =>
+                    {
+                        q.push_str(&format!("\\u{:04x}", c as u32));
+                    }
                     c => q.push(c),
                 }
             }
@@ -458,6 +482,47 @@ mod tests {
         assert!(RankRow::decode_all(&wire[..wire.len() - 8]).is_err());
         assert!(RankRow::decode_all(&wire[8..]).is_err());
         assert!(RankRow::decode_all(&wire[..5]).is_err());
+    }
+
+    #[test]
+    fn counters_near_the_top_saturate_instead_of_wrapping() {
+        let big = u64::MAX - 1;
+        let job = JobRanks {
+            n: 2,
+            rows: vec![row(0, "a", &[(1, big, big)]), row(1, "b", &[(0, big, 0)])],
+            mpi: String::new(),
+            command: Vec::new(),
+        };
+        let t = job.totals();
+        assert_eq!((t.p2p_bytes, t.coll_bytes), (u64::MAX, big));
+        assert_eq!((t.p2p_inter_node, t.inter_node), (u64::MAX, u64::MAX));
+        let d = std::env::temp_dir().join(format!("cmlb-ranks-big-{}", std::process::id()));
+        job.write_dir(&d).unwrap();
+        let csv = std::fs::read_to_string(d.join(COMM_CSV)).unwrap();
+        assert_eq!(csv, format!("0,{m}\n{m},0\n", m = u64::MAX));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn fuzz_regression_an_entry_count_that_wraps_is_cut_short() {
+        // fuzz/seeds/rank_rows/crash-60f674ea…: 5 × an entry count off the wire overflowed.
+        let mut wire = row(0, "n", &[]).encode();
+        let k = wire.len() - 8;
+        wire[k..].copy_from_slice(&(u64::MAX / 5 + 2).to_le_bytes());
+        assert_eq!(RankRow::decode_all(&wire).unwrap_err().0, "row cut short");
+        let mut wire = row(0, "n", &[(1, 1, 0)]).encode();
+        let d = wire.len() - 40;
+        wire[d..d + 8].copy_from_slice(&(1u64 << 32).to_le_bytes());
+        assert_eq!(
+            RankRow::decode_all(&wire).unwrap_err().0,
+            "destination 4294967296 is not a rank"
+        );
+        let mut wire = row(0, "n", &[]).encode();
+        wire[8..16].copy_from_slice(&(1u64 << 32).to_le_bytes());
+        assert_eq!(
+            RankRow::decode_all(&wire).unwrap_err().0,
+            "word 1 is not a rank: 4294967296"
+        );
     }
 
     #[test]

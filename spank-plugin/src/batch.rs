@@ -62,7 +62,7 @@ fn read_job(sp: spank_t, site: &SiteConf) -> Result<Option<Job>, String> {
     let tasks_per_node =
         per_node_counts(&per_node).map_err(|e| format!("SLURM_TASKS_PER_NODE: {e}"))?;
     let nodes = expand_hostlist(&list).map_err(|e| format!("SLURM_JOB_NODELIST: {e}"))?;
-    if nodes.len() != tasks_per_node.len() || tasks_per_node.iter().sum::<usize>() != ntasks {
+    if !cmlb_slurm::layout::describes(&tasks_per_node, nodes.len(), ntasks) {
         return Err(format!(
             "SLURM_JOB_NODELIST={list} and SLURM_TASKS_PER_NODE={per_node} do not describe \
              SLURM_NTASKS={ntasks}"

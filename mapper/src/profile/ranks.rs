@@ -161,4 +161,30 @@ mod tests {
         let e = read_ranks_dir(d.path()).unwrap_err().to_string();
         assert!(e.contains("names rank 2 but the job has 2 ranks"), "{e}");
     }
+
+    #[test]
+    fn fuzz_regression_control_characters_in_mpi_and_command_read_back() {
+        // fuzz/seeds/rank_rows/crash-378caa81…: ranks.yaml wrote control characters as spaces,
+        // so the MPI line read back changed; DEL, C1 and U+2028 would make the file unreadable
+        // or fold into a line break.
+        let d = tempfile::tempdir().unwrap();
+        let mpi = "MPI\0-\u{fffd}p\0\t\u{7f}\u{85}\u{9f}\u{2028}\u{feff}\"\\";
+        let command = vec!["./a\u{1b}[1m".to_string(), "x\ny\u{2029}".to_string()];
+        JobRanks {
+            n: 1,
+            rows: vec![RankRow {
+                rank: 0,
+                host: "n1".into(),
+                seconds: 1.0,
+                to: vec![],
+            }],
+            mpi: mpi.into(),
+            command: command.clone(),
+        }
+        .write_dir(d.path())
+        .unwrap();
+        let p = read_ranks_dir(d.path()).unwrap();
+        assert_eq!(p.meta.mpi, mpi);
+        assert_eq!(p.meta.command, command);
+    }
 }

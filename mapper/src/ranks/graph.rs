@@ -172,7 +172,8 @@ pub fn parse_edges(what: &str, text: &str, n: Option<usize>) -> Result<RankGraph
             .filter(|s| !s.is_empty())
             .collect();
         let bad = |msg: String| MapError::input(format!("{what}:{}", i + 1), msg);
-        if edges.is_empty() && f[0].parse::<f64>().is_err() {
+        // A line of separators alone has no first field: it is refused below, not a header.
+        if edges.is_empty() && f.first().is_some_and(|x| x.parse::<f64>().is_err()) {
             continue; // header
         }
         if f.len() < 3 || f.len() > 4 {
@@ -274,6 +275,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("names rank 9 but the job has 4 ranks"), "{e}");
+    }
+
+    #[test]
+    fn fuzz_regression_a_line_of_separators_is_an_error_naming_the_line() {
+        // fuzz/seeds/rank_edges/crash-df1501d2…: "\t," indexed the first of no fields.
+        let e = parse_edges("f.edges", "\t,", None).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "f.edges:1: expected SRC DST BYTES [MESSAGES], found 0 fields"
+        );
+        let e = parse_edges("f.edges", "0 1 2\n , ,\n", None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "f.edges:2: expected SRC DST BYTES [MESSAGES], found 0 fields"
+        );
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub struct Switch {
     pub switches: Vec<usize>,
 }
 
+/// The most hosts a hostlist may name: the ranges' sum is bounded before it is allocated.
+pub const MAX_HOSTS: usize = 1 << 20;
+
 /// Expand one Slurm hostlist (`node[01-04,7],big1`) into names, keeping zero padding.
 pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -75,6 +78,12 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let bad = || MapError::input("hostlist", format!("'{item}' is not NAME or NAME[a-b,c]"));
         match item.split_once('[') {
+            None if out.len() >= MAX_HOSTS => {
+                return Err(MapError::input(
+                    "hostlist",
+                    format!("'{item}' takes the list past {MAX_HOSTS} hosts"),
+                ))
+            }
             None => out.push(item.to_string()),
             Some((pre, rest)) => {
                 let (ranges, post) = rest.split_once(']').ok_or_else(bad)?;
@@ -83,8 +92,15 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
                     let width = a.len();
                     let (x, y): (u64, u64) =
                         (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                    if x > y || y - x > 1 << 20 {
-                        return Err(bad());
+                    if x > y || y - x >= MAX_HOSTS.saturating_sub(out.len()) as u64 {
+                        return Err(if x > y {
+                            bad()
+                        } else {
+                            MapError::input(
+                                "hostlist",
+                                format!("'{item}' takes the list past {MAX_HOSTS} hosts"),
+                            )
+                        });
                     }
                     for k in x..=y {
                         out.push(format!("{pre}{k:0width$}{post}"));
@@ -508,6 +524,20 @@ mod tests {
             .map(|i| (perm[i], perm[(i + 1) % n], 100.0, 1.0))
             .collect();
         (RankGraph::from_edges(n, &edges).unwrap(), perm)
+    }
+
+    #[test]
+    fn ranges_adding_up_past_the_limit_are_refused_before_allocating() {
+        // Found writing the slurm_layout fuzz target: each range was bounded, their sum not.
+        let list = ["n[0-1048575]"; 2].join(",");
+        let e = expand_hostlist(&list).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "hostlist: 'n[0-1048575]' takes the list past 1048576 hosts"
+        );
+        assert_eq!(expand_hostlist("n[1-1048576]").unwrap().len(), MAX_HOSTS);
+        let e = expand_hostlist("n[1-1048576],big").unwrap_err().to_string();
+        assert_eq!(e, "hostlist: 'big' takes the list past 1048576 hosts");
     }
 
     #[test]
