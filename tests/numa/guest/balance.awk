@@ -12,6 +12,8 @@
 #   capacity  each node's share of the CPUs
 #   dev_promise / dev_truth: max |promised - measured|, max |truth - measured|
 #   imb: max |measured - capacity|, how far the run is from memory in proportion to CPUs
+#   imb_truth: max |truth - capacity|, the same for the plan's placement of the threads' real
+#     memory (what the plan decides; measured follows it within dev_truth, checked apart)
 # busybox awk here is built without math: square root by Newton's method
 function root(x,   r, i) { if (x <= 0) return 0; r = x < 1 ? 1 : x; for (i = 0; i < 60; i++) r = (r + x / r) / 2; return r }
 function absv(x) { return x < 0 ? -x : x }
@@ -24,7 +26,7 @@ BEGIN { k = 0; while ((getline l < loadf) > 0) load[k++] = l
   m = ($1 % 4 == 1) ? 4 * kib : kib; tr[$3] += m; tl += m
   if (cpus[$1] != $2) bad = bad " t" $1 ":" cpus[$1] "!=" $2 }
 END { for (nd in nodes) md += d[nd]
-    ps = ""; ms = ""; ts = ""; cs = ""; dp = 0; dt = 0; imb = 0; sp = 0; sm = 0; nn = 0
+    ps = ""; ms = ""; ts = ""; cs = ""; dp = 0; dt = 0; imb = 0; imt = 0; sp = 0; sm = 0; nn = 0
     for (nd = 0; nd in nodes; nd++) { nn++
         pp = pl ? p[nd] / pl : 0; mm = md ? d[nd] / md : 0; tt = tl ? tr[nd] / tl : 0; cc = ncpu ? cap[nd] / ncpu : 0
         sep = nd ? "," : ""
@@ -32,6 +34,7 @@ END { for (nd in nodes) md += d[nd]
         if (absv(pp - mm) > dp) dp = absv(pp - mm)
         if (absv(tt - mm) > dt) dt = absv(tt - mm)
         if (absv(mm - cc) > imb) imb = absv(mm - cc)
+        if (absv(tt - cc) > imt) imt = absv(tt - cc)
         sp += pp * pp; sm += mm * mm }
-    printf "promised=%s truth=%s measured=%s capacity=%s pages=%d dev_promise=%.3f dev_truth=%.3f imb=%.3f std_measured=%.4f%s\n",
-        ps, ts, ms, cs, md, dp, dt, imb, root(sm / nn - 1 / (nn * nn)), bad ? " wrong_pu=" bad : "" }
+    printf "promised=%s truth=%s measured=%s capacity=%s pages=%d dev_promise=%.3f dev_truth=%.3f imb=%.3f imb_truth=%.3f std_measured=%.4f%s\n",
+        ps, ts, ms, cs, md, dp, dt, imb, imt, root(sm / nn - 1 / (nn * nn)), bad ? " wrong_pu=" bad : "" }

@@ -394,21 +394,25 @@ check_balance() {
             fi ;;
         esac
     done
-    imb() { eval "echo \"\$bal_$1\"" | sed 's/.* imb=\([0-9.]*\).*/\1/'; }
+    # Compared on the plan's placement of the threads' real memory (imb_truth): that is what a
+    # strategy decides, and the kernel following it is checked above (balance-*-applied, 0.05).
+    # On measured pages two plans with the same placement differed by up to 0.045 (numastat
+    # counts the whole run's pages), which failed a CI run on 4x1 where all plans were equal.
+    imb() { eval "echo \"\$bal_$1\"" | sed 's/.* imb_truth=\([0-9.]*\).*/\1/'; }
     ir=$(imb cmlb_refine)
     ic=$(imb compact)
     is=$(imb scatter)
-    if [ -n "$ir" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ir" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.02 && r <= c + 0.02) }'; then
-        pass balance-vs-unbalanced "distance of per-node memory from the nodes' CPU shares: cmlb-refine $ir, compact $ic, scatter $is (bar: cmlb-refine lowest, 0.02 noise allowed)"
+    if [ -n "$ir" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ir" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.005 && r <= c + 0.005) }'; then
+        pass balance-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb-refine $ir, compact $ic, scatter $is (bar: cmlb-refine lowest, 0.005 rounding)"
     else
-        fail balance-vs-unbalanced "distance of per-node memory from the nodes' CPU shares: cmlb-refine '$ir', compact '$ic', scatter '$is' (bar: cmlb-refine lowest, 0.02 noise allowed)"
+        fail balance-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb-refine '$ir', compact '$ic', scatter '$is' (bar: cmlb-refine lowest, 0.005 rounding)"
     fi
     # The thesis's own strategy promises balance too.
     ib=$(imb cmlb)
-    if [ -n "$ib" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ib" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.02 && r <= c + 0.02) }'; then
-        pass balance-cmlb-vs-unbalanced "distance of per-node memory from the nodes' CPU shares: cmlb $ib, compact $ic, scatter $is (bar: cmlb lowest, 0.02 noise allowed)"
+    if [ -n "$ib" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ib" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.005 && r <= c + 0.005) }'; then
+        pass balance-cmlb-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb $ib, compact $ic, scatter $is (bar: cmlb lowest, 0.005 rounding)"
     else
-        fail balance-cmlb-vs-unbalanced "KNOWN BUG (strategy cmlb can group all heavy threads on one node): distance of per-node memory from the nodes' CPU shares: cmlb '$ib', compact '$ic', scatter '$is' (bar: cmlb lowest, 0.02 noise allowed); loads $(tr '\n' ',' </tmp/prof-sk/load.csv)"
+        fail balance-cmlb-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb '$ib', compact '$ic', scatter '$is' (bar: cmlb lowest, 0.005 rounding); loads $(tr '\n' ',' </tmp/prof-sk/load.csv)"
     fi
     if heavy_top /tmp/prof-sk/load.csv $nt; then
         pass balance-load "THP madvise: the skewed workload's heavy threads top the profile's load vector"
