@@ -128,6 +128,26 @@ fn sampled(t: &CommMatrix, words: usize, noise: f64, rng: &mut ChaCha8Rng) -> Pr
     p
 }
 
+/// What every test hands `guard::choose`: `strategy` planning each matrix it is given, with
+/// `load` and seed 1.
+fn planner<'a>(
+    strategy: &'a str,
+    load: &'a [f64],
+    topology: &'a Topology,
+) -> impl Fn(&CommMatrix) -> mapper::Result<Plan> + 'a {
+    move |m| {
+        compute_plan(
+            strategy,
+            &MapInput {
+                comm: m,
+                load,
+                topology,
+                seed: 1,
+            },
+        )
+    }
+}
+
 fn pus(plan: &Plan, topo: &Topology) -> Vec<usize> {
     let mut v = vec![0; plan.assignment.len()];
     for a in &plan.assignment {
@@ -145,17 +165,7 @@ struct Outcome {
 
 fn decide(p: &Profile, t: &CommMatrix, topo: &Topology, strategy: &str) -> Outcome {
     let load = vec![1.0; t.n()];
-    let plan_with = |m: &CommMatrix| {
-        compute_plan(
-            strategy,
-            &MapInput {
-                comm: m,
-                load: &load,
-                topology: topo,
-                seed: 1,
-            },
-        )
-    };
+    let plan_with = planner(strategy, &load, topo);
     let c = guard::choose(p, topo, &plan_with).unwrap();
     let compact = compute_plan(
         "compact",
@@ -270,17 +280,7 @@ fn threads_without_data_are_placed_by_creation_order() {
     assert!(b.get(0, 1) > 0.0 && b.get(1, 2) > 0.0);
     assert!(b.get(2, 3) > t.get(2, 3) && b.get(0, 4) == t.get(0, 4));
     let mut p = sampled(&t, 0, 0.0, &mut ChaCha8Rng::seed_from_u64(1));
-    let plan_with = |m: &CommMatrix| {
-        compute_plan(
-            "cmlb-refine",
-            &MapInput {
-                comm: m,
-                load: &[1.0; 16],
-                topology: &topo,
-                seed: 1,
-            },
-        )
-    };
+    let plan_with = planner("cmlb-refine", &[1.0; 16], &topo);
     // The sampled profile of 0 words has no data at all: compact, and it says why.
     let o = guard::choose(&p, &topo, &plan_with).unwrap();
     assert!(o.used_prior, "{}", o.line);
@@ -352,17 +352,7 @@ fn no_sharing_data_keeps_a_plan_that_balances_the_loads() {
         (vec![1.0; 8], false),
     ] {
         p.load = load.clone();
-        let plan_with = |m: &CommMatrix| {
-            compute_plan(
-                "cmlb-refine",
-                &MapInput {
-                    comm: m,
-                    load: &load,
-                    topology: &topo,
-                    seed: 1,
-                },
-            )
-        };
+        let plan_with = planner("cmlb-refine", &load, &topo);
         let o = guard::choose(&p, &topo, &plan_with).unwrap();
         assert_eq!(!o.used_prior, kept, "{:?}: {}", load, o.line);
         if kept {
@@ -401,17 +391,7 @@ fn stray_events_in_one_half_do_not_veto_a_balanced_plan() {
         &mut ChaCha8Rng::seed_from_u64(3),
     );
     p.load = load.clone();
-    let plan_with = |m: &CommMatrix| {
-        compute_plan(
-            "cmlb-refine",
-            &MapInput {
-                comm: m,
-                load: &load,
-                topology: &topo,
-                seed: 1,
-            },
-        )
-    };
+    let plan_with = planner("cmlb-refine", &load, &topo);
     // Compact puts threads 0-3 on node 0: both heavy threads (1, 3) together.
     let mut stray = CommMatrix::zeros(8);
     stray.add_sym(1, 3, 2.0);
@@ -452,17 +432,7 @@ fn heavy_threads_split_on_four_one_pu_nodes() {
         &mut ChaCha8Rng::seed_from_u64(3),
     );
     p.load = load.clone();
-    let plan_with = |m: &CommMatrix| {
-        compute_plan(
-            "cmlb-refine",
-            &MapInput {
-                comm: m,
-                load: &load,
-                topology: &topo,
-                seed: 1,
-            },
-        )
-    };
+    let plan_with = planner("cmlb-refine", &load, &topo);
     let mut stray = CommMatrix::zeros(8);
     stray.add_sym(1, 5, 1.0);
     p.comm = stray.clone();
@@ -498,17 +468,7 @@ fn demo_sized_pairs_profile_keeps_the_plan() {
         for seed in 0..8u64 {
             // 28 shared words in a 2 s demo run (its profile.yaml: watch_shared_words).
             let p = sampled(truth, 28, 0.0, &mut ChaCha8Rng::seed_from_u64(seed));
-            let plan_with = |m: &CommMatrix| {
-                compute_plan(
-                    "cmlb-refine",
-                    &MapInput {
-                        comm: m,
-                        load: &[1.0; 4],
-                        topology: topo,
-                        seed: 1,
-                    },
-                )
-            };
+            let plan_with = planner("cmlb-refine", &[1.0; 4], topo);
             let o = guard::choose(&p, topo, &plan_with).unwrap();
             assert!(!o.used_prior, "seed {seed}: {}", o.line);
             assert!(o.line.starts_with("plan kept: held-out"), "{}", o.line);
@@ -543,17 +503,7 @@ fn demo_sized_pairs_profile_keeps_the_plan() {
     p.halves = Some((pairs(2377.0, 3635.0), pairs(1572.0, 3389.0)));
     p.lines = Some((pairs(7.0, 7.0), pairs(7.0, 7.0)));
     p.update_evidence(1);
-    let plan_with = |m: &CommMatrix| {
-        compute_plan(
-            "cmlb-refine",
-            &MapInput {
-                comm: m,
-                load: &[1.0; 4],
-                topology: &vm,
-                seed: 1,
-            },
-        )
-    };
+    let plan_with = planner("cmlb-refine", &[1.0; 4], &vm);
     let o = guard::choose(&p, &vm, &plan_with).unwrap();
     assert!(!o.used_prior, "{}", o.line);
     assert!(o.line.contains("lines better/worse 28/0"), "{}", o.line);
@@ -577,17 +527,7 @@ fn four_thread_profile_with_noise_only_halves_falls_back() {
         for words in [4, 8, 16, 28, 64, 200] {
             for seed in 0..16u64 {
                 let p = sampled(&any, words, 1.0, &mut ChaCha8Rng::seed_from_u64(seed));
-                let plan_with = |m: &CommMatrix| {
-                    compute_plan(
-                        "cmlb-refine",
-                        &MapInput {
-                            comm: m,
-                            load: &[1.0; 4],
-                            topology: topo,
-                            seed: 1,
-                        },
-                    )
-                };
+                let plan_with = planner("cmlb-refine", &[1.0; 4], topo);
                 let o = guard::choose(&p, topo, &plan_with).unwrap();
                 assert!(o.used_prior, "{words} words, seed {seed}: {}", o.line);
                 cases += 1;
@@ -662,17 +602,7 @@ fn a_balance_does_not_keep_a_plan_that_loses_held_out() {
                     })
                     .collect();
                 p.load = load.clone();
-                let plan_with = |m: &CommMatrix| {
-                    compute_plan(
-                        "cmlb-refine:anneal=0",
-                        &MapInput {
-                            comm: m,
-                            load: &load,
-                            topology: &topo,
-                            seed: 1,
-                        },
-                    )
-                };
+                let plan_with = planner("cmlb-refine:anneal=0", &load, &topo);
                 let c = guard::choose(&p, &topo, &plan_with).unwrap();
                 let Some(ratio) = c
                     .line
