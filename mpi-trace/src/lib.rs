@@ -54,6 +54,23 @@ unsafe fn counts_bytes(st: &State, counts: *const c_int, n: usize, dt: H) -> Vec
     (0..n).map(|i| st.bytes(*counts.add(i), dt)).collect()
 }
 
+/// The library's `PMPI_<name>` as `fn(types) -> c_int`, looked up once per call site; when it
+/// is missing, the calling wrapper returns [`missing`]'s error.
+macro_rules! real {
+    ($name:ident : fn($($t:ty),*)) => {{
+        static F: AtomicUsize = AtomicUsize::new(0);
+        let pname = concat!("P", stringify!($name), "\0");
+        let Ok(pname) = CStr::from_bytes_with_nul(pname.as_bytes()) else {
+            return missing(stringify!($name));
+        };
+        let Some(f) = abi::resolve(pname, &F) else {
+            return missing(stringify!($name));
+        };
+        let real: unsafe extern "C" fn($($t),*) -> c_int = std::mem::transmute(f);
+        real
+    }};
+}
+
 /// Define exported `MPI_` functions: look up `PMPI_<name>` once, run the hook, call it.
 macro_rules! wrap {
     ($(
@@ -61,17 +78,9 @@ macro_rules! wrap {
     )*) => {$(
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
-            static F: AtomicUsize = AtomicUsize::new(0);
-            let pname = concat!("P", stringify!($name), "\0");
-            let Ok(pname) = CStr::from_bytes_with_nul(pname.as_bytes()) else {
-                return missing(stringify!($name));
-            };
-            let Some(f) = abi::resolve(pname, &F) else {
-                return missing(stringify!($name));
-            };
+            let real = real!($name: fn($($t),*));
             let hook: &dyn Fn(&State) = &$hook;
             counted(hook);
-            let real: unsafe extern "C" fn($($t),*) -> c_int = std::mem::transmute(f);
             real($($a),*)
         }
     )*};
@@ -205,16 +214,7 @@ macro_rules! persistent {
         #[no_mangle]
         pub unsafe extern "C" fn $name(buf: *const c_void, count: c_int, dt: H, dest: c_int,
                                        tag: c_int, comm: H, req: *mut c_void) -> c_int {
-            static F: AtomicUsize = AtomicUsize::new(0);
-            let pname = concat!("P", stringify!($name), "\0");
-            let Ok(pname) = CStr::from_bytes_with_nul(pname.as_bytes()) else {
-                return missing(stringify!($name));
-            };
-            let Some(f) = abi::resolve(pname, &F) else {
-                return missing(stringify!($name));
-            };
-            let real: unsafe extern "C" fn(*const c_void, c_int, H, c_int, c_int, H,
-                                           *mut c_void) -> c_int = std::mem::transmute(f);
+            let real = real!($name: fn(*const c_void, c_int, H, c_int, c_int, H, *mut c_void));
             let rc = real(buf, count, dt, dest, tag, comm, req);
             if rc == 0 && !req.is_null() {
                 counted(|st| st.persistent(st.abi().read(req), comm, dest, count, dt));
@@ -233,12 +233,7 @@ persistent!(
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let Some(f) = abi::resolve(c"PMPI_Init", &F) else {
-        return missing("MPI_Init");
-    };
-    let real: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int =
-        std::mem::transmute(f);
+    let real = real!(MPI_Init: fn(*mut c_int, *mut *mut *mut c_char));
     let rc = real(argc, argv);
     if rc == 0 {
         let _ = std::panic::catch_unwind(state::init);
@@ -253,12 +248,7 @@ pub unsafe extern "C" fn MPI_Init_thread(
     required: c_int,
     provided: *mut c_int,
 ) -> c_int {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let Some(f) = abi::resolve(c"PMPI_Init_thread", &F) else {
-        return missing("MPI_Init_thread");
-    };
-    let real: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int =
-        std::mem::transmute(f);
+    let real = real!(MPI_Init_thread: fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int));
     let rc = real(argc, argv, required, provided);
     if rc == 0 {
         let _ = std::panic::catch_unwind(state::init);
@@ -268,11 +258,7 @@ pub unsafe extern "C" fn MPI_Init_thread(
 
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let Some(f) = abi::resolve(c"PMPI_Finalize", &F) else {
-        return missing("MPI_Finalize");
-    };
+    let real = real!(MPI_Finalize: fn());
     let _ = std::panic::catch_unwind(state::finalize);
-    let real: unsafe extern "C" fn() -> c_int = std::mem::transmute(f);
     real()
 }
