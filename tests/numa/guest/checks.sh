@@ -319,6 +319,18 @@ heavy_top() {
         exit bad }' "$1"
 }
 
+# without_balancing CMD...: run CMD with NUMA balancing off (where the kernel has it), then put
+# the setting back; CMD's status.
+without_balancing() {
+    local nb rc
+    nb=$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || true)
+    [ -n "$nb" ] && echo 0 >/proc/sys/kernel/numa_balancing 2>/dev/null
+    "$@"
+    rc=$?
+    [ -n "$nb" ] && echo "$nb" >/proc/sys/kernel/numa_balancing 2>/dev/null
+    return $rc
+}
+
 check_balance() {
     nt=$((2 * NCPU))
     export WL_KIB=4096
@@ -338,12 +350,7 @@ check_balance() {
     # The software page-fault event counts NUMA hinting faults too (the kernel raises it for
     # every fault), so with balancing on a thread's count also follows how often the scanner
     # visited it: off for the pre-run only (numa-faults' own checks above run with it on).
-    nb0=$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo)
-    [ -n "$nb0" ] && echo 0 >/proc/sys/kernel/numa_balancing 2>/dev/null
-    cmlb run --backend faults --save-profile /tmp/prof-sk --time 20 -- $sk >/dev/null 2>/tmp/sk-prerun.err
-    rc=$?
-    [ -n "$nb0" ] && echo "$nb0" >/proc/sys/kernel/numa_balancing 2>/dev/null
-    if [ $rc -ne 0 ]; then
+    if ! without_balancing cmlb run --backend faults --save-profile /tmp/prof-sk --time 20 -- $sk >/dev/null 2>/tmp/sk-prerun.err; then
         fail balance "profiling pre-run of skewed failed: $(tail -c 300 /tmp/sk-prerun.err)"
         unset WL_KIB
         return
@@ -425,11 +432,7 @@ check_balance() {
     # numa-faults, whose hinting faults follow the scanner: a CI run had one heavy thread at
     # the light ones' level.)
     echo always >$THP
-    [ -n "$nb0" ] && echo 0 >/proc/sys/kernel/numa_balancing 2>/dev/null
-    cmlb profile --backend faults --out /tmp/prof-sk-thp -- $sk >/dev/null 2>/tmp/sk-thp.err
-    rc=$?
-    [ -n "$nb0" ] && echo "$nb0" >/proc/sys/kernel/numa_balancing 2>/dev/null
-    if [ $rc -eq 0 ]; then
+    if without_balancing cmlb profile --backend faults --out /tmp/prof-sk-thp -- $sk >/dev/null 2>/tmp/sk-thp.err; then
         log sk-thp </tmp/sk-thp.err
         measure balance-thp-load "load=$(tr '\n' ',' </tmp/prof-sk-thp/load.csv) samples=$(sed -n 's/^samples: *//p' /tmp/prof-sk-thp/profile.yaml)"
         if heavy_top /tmp/prof-sk-thp/load.csv $nt; then
