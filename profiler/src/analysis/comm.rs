@@ -395,40 +395,33 @@ impl CommDetector {
     /// The matrix split into two disjoint halves by cache line ([`line_in_half_a`]): half A
     /// counts the communications on lines of half A, half B the rest; A + B = [`Self::matrix`].
     pub fn halves(&self) -> (mapper::CommMatrix, mapper::CommMatrix) {
-        let n = self.tri.len();
-        let mut a = mapper::CommMatrix::zeros(n);
-        let mut b = mapper::CommMatrix::zeros(n);
-        for (i, (row, row_a)) in self.tri.iter().zip(&self.tri_a).enumerate() {
-            for (j, (&c, &ca)) in row.iter().zip(row_a).enumerate() {
-                if ca > 0 {
-                    a.add_sym(i, j, ca as f64);
-                }
-                if c > ca {
-                    b.add_sym(i, j, (c - ca) as f64);
-                }
-            }
-        }
-        (a, b)
+        split_halves(&self.tri, &self.tri_a)
     }
 
     /// Per half, the number of distinct lines each pair communicated on (same split as
     /// [`Self::halves`]): how many independent observations a half's counts rest on.
     pub fn line_halves(&self) -> (mapper::CommMatrix, mapper::CommMatrix) {
-        let n = self.lines_tri.len();
-        let mut a = mapper::CommMatrix::zeros(n);
-        let mut b = mapper::CommMatrix::zeros(n);
-        for (i, (row, row_a)) in self.lines_tri.iter().zip(&self.lines_tri_a).enumerate() {
-            for (j, (&c, &ca)) in row.iter().zip(row_a).enumerate() {
-                if ca > 0 {
-                    a.add_sym(i, j, ca as f64);
-                }
-                if c > ca {
-                    b.add_sym(i, j, (c - ca) as f64);
-                }
+        split_halves(&self.lines_tri, &self.lines_tri_a)
+    }
+}
+
+/// Two symmetric matrices from lower-triangle counts `all` and their half-A part `in_a`: half A
+/// gets `in_a`, half B the rest (`all - in_a`).
+fn split_halves(all: &[Vec<u64>], in_a: &[Vec<u64>]) -> (mapper::CommMatrix, mapper::CommMatrix) {
+    let n = all.len();
+    let mut a = mapper::CommMatrix::zeros(n);
+    let mut b = mapper::CommMatrix::zeros(n);
+    for (i, (row, row_a)) in all.iter().zip(in_a).enumerate() {
+        for (j, (&c, &ca)) in row.iter().zip(row_a).enumerate() {
+            if ca > 0 {
+                a.add_sym(i, j, ca as f64);
+            }
+            if c > ca {
+                b.add_sym(i, j, (c - ca) as f64);
             }
         }
-        (a, b)
     }
+    (a, b)
 }
 
 /// Which half of the held-out split a cache line's communications go to. By line, not by
