@@ -25,3 +25,17 @@ pub struct Sample {
     /// `Some(false)` if by a cache, `None` if the backend cannot tell.
     pub dram: Option<bool>,
 }
+
+impl Sample {
+    /// An access known only by its thread, time and address: what page faults and watchpoint
+    /// hits give (no load/store kind, no data source).
+    pub fn address_only(tid: i32, time_ns: u64, addr: u64) -> Sample {
+        Sample {
+            tid,
+            time_ns,
+            addr,
+            kind: AccessKind::Unknown,
+            dram: None,
+        }
+    }
+}

@@ -172,17 +172,6 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::AccessKind;
-
-    fn fault(tid: i32, time_ns: u64, addr: u64) -> Sample {
-        Sample {
-            tid,
-            time_ns,
-            addr,
-            kind: AccessKind::Unknown,
-            dram: None,
-        }
-    }
 
     /// NUMA hinting faults of two threads on one page (different cache lines), 0.5 s apart:
     /// a communication for the page-level counting of numa-faults, none per 64 B line. The
@@ -194,8 +183,8 @@ mod tests {
         let mut samples = Vec::new();
         for k in 0..20u64 {
             let t = k * 2_000_000_000;
-            samples.push(fault(100, t, page + 64));
-            samples.push(fault(101, t + 500_000_000, page + 1024));
+            samples.push(Sample::address_only(100, t, page + 64));
+            samples.push(Sample::address_only(101, t + 500_000_000, page + 1024));
         }
         let meta = Meta {
             command: vec!["x".into()],

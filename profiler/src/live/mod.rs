@@ -25,7 +25,7 @@ mod start;
 
 use crate::error::{ProfileError, Result};
 use crate::probe::{Backend, Probe};
-use crate::sample::{AccessKind, Sample};
+use crate::sample::Sample;
 use events::{OpenOpts, Stream, StreamKind};
 use mapper::profile::Profile;
 use records::Rec;
@@ -330,13 +330,7 @@ impl Collected {
                     time,
                     addr,
                 } => {
-                    let s = Sample {
-                        tid,
-                        time_ns: time,
-                        addr,
-                        kind: AccessKind::Unknown,
-                        dram: None,
-                    };
+                    let s = Sample::address_only(tid, time, addr);
                     match kind {
                         StreamKind::Faults => {
                             if let Some(sc) = sched.as_deref_mut() {

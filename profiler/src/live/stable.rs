@@ -172,17 +172,6 @@ pub fn consistent_partners(a: &CommMatrix, b: &CommMatrix) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::AccessKind;
-
-    fn hit(tid: i32, time_ns: u64, addr: u64) -> Sample {
-        Sample {
-            tid,
-            time_ns,
-            addr,
-            kind: AccessKind::Unknown,
-            dram: None,
-        }
-    }
 
     /// Pairs (1, 2) and (3, 4), each pair on many lines: with `noise` a third pair of
     /// threads shares lines at random.
@@ -202,7 +191,10 @@ mod tests {
                 (3, 4)
             };
             let addr = 0x1000_0000 + (sec * lines + l) * 64;
-            t.feed(&[hit(x, base, addr), hit(y, base + 10, addr)]);
+            t.feed(&[
+                Sample::address_only(x, base, addr),
+                Sample::address_only(y, base + 10, addr),
+            ]);
         }
     }
 
