@@ -518,6 +518,16 @@ mod tests {
     use super::*;
 
     /// A ring of `n` ranks whose order is shuffled by a fixed permutation.
+    /// Four machines of 8 slots, two per switch under one top switch.
+    fn two_switches_4x8() -> Cluster {
+        let conf = "SwitchName=s1 Nodes=node[0-1]\nSwitchName=s2 Nodes=node[2-3]\n\
+                    SwitchName=top Switches=s[1-2]\n";
+        Cluster::parse("4x8")
+            .unwrap()
+            .with_topology_conf(conf, "t")
+            .unwrap()
+    }
+
     fn shuffled_ring(n: usize) -> (RankGraph, Vec<usize>) {
         let perm: Vec<usize> = (0..n).map(|i| (i * 7 + 3) % n).collect();
         let edges: Vec<_> = (0..n)
@@ -574,12 +584,7 @@ mod tests {
     #[test]
     fn switches_keep_neighbouring_arcs_under_one_switch() {
         let (g, _) = shuffled_ring(32);
-        let conf = "SwitchName=s1 Nodes=node[0-1]\nSwitchName=s2 Nodes=node[2-3]\n\
-                    SwitchName=top Switches=s[1-2]\n";
-        let c = Cluster::parse("4x8")
-            .unwrap()
-            .with_topology_conf(conf, "t")
-            .unwrap();
+        let c = two_switches_4x8();
         let m = map_to_machines(&g, &c).unwrap();
         assert_eq!(g.cut(&m), 400.0);
         // Between switches only 2 cuts: map machines to their switch.
@@ -787,12 +792,7 @@ mod tests {
 
     #[test]
     fn paths_follow_the_switch_tree() {
-        let conf = "SwitchName=s1 Nodes=node[0-1]\nSwitchName=s2 Nodes=node[2-3]\n\
-                    SwitchName=top Switches=s[1-2]\n";
-        let c = Cluster::parse("4x8")
-            .unwrap()
-            .with_topology_conf(conf, "t")
-            .unwrap();
+        let c = two_switches_4x8();
         assert_eq!(c.paths(), [vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
         assert_eq!(Cluster::parse("3x2").unwrap().paths(), [[0], [1], [2]]);
     }
