@@ -163,6 +163,20 @@ struct Outcome {
     line: String,
 }
 
+impl Outcome {
+    /// The stated tolerance: the chosen plan's true RemoteComm at most (1 + TOLERANCE) x
+    /// compact's. `case` names the case in the failure message.
+    fn assert_within_tolerance(&self, case: &str) {
+        assert!(
+            self.chosen <= (1.0 + TOLERANCE) * self.compact,
+            "{case}: chosen {} vs compact {} ({})",
+            self.chosen,
+            self.compact,
+            self.line
+        );
+    }
+}
+
 fn decide(p: &Profile, t: &CommMatrix, topo: &Topology, strategy: &str) -> Outcome {
     let load = vec![1.0; t.n()];
     let plan_with = planner(strategy, &load, topo);
@@ -213,14 +227,9 @@ fn thin_profiles_never_lose_to_compact_beyond_the_tolerance() {
                     let o = decide(&p, &t, &topo, strategy);
                     cases += 1;
                     kept += usize::from(!o.used_prior);
-                    assert!(
-                        o.chosen <= (1.0 + TOLERANCE) * o.compact,
-                        "{strategy} {kind} seed {seed} {words} words: chosen {} vs compact {} \
-                         ({})",
-                        o.chosen,
-                        o.compact,
-                        o.line
-                    );
+                    o.assert_within_tolerance(&format!(
+                        "{strategy} {kind} seed {seed} {words} words"
+                    ));
                 }
             }
         }
@@ -557,14 +566,9 @@ fn small_thin_profiles_never_lose_to_compact_beyond_the_tolerance() {
                     let o = decide(&p, &t, &topo, "cmlb-refine");
                     cases += 1;
                     kept += usize::from(!o.used_prior);
-                    assert!(
-                        o.chosen <= (1.0 + TOLERANCE) * o.compact,
-                        "{n} threads, {kind} seed {seed} {words} words: chosen {} vs compact \
-                         {} ({})",
-                        o.chosen,
-                        o.compact,
-                        o.line
-                    );
+                    o.assert_within_tolerance(&format!(
+                        "{n} threads, {kind} seed {seed} {words} words"
+                    ));
                 }
             }
         }
