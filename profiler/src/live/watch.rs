@@ -378,11 +378,13 @@ impl Scheduler {
         let Some(k) = self.slots.iter().position(|s| s.addr >> 6 == line) else {
             return;
         };
-        let limit = self.broadcast_limit();
-        let slot = &mut self.slots[k];
-        if slot.hitters.contains(&tid) {
+        // Most hits are a known thread on its word again: done before counting the threads
+        // seen (a pass over every owner).
+        if self.slots[k].hitters.contains(&tid) {
             return;
         }
+        let limit = self.broadcast_limit();
+        let slot = &mut self.slots[k];
         slot.hitters.push(tid);
         slot.fresh_age = slot.age;
         if slot.hitters.len() > limit && !slot.broadcast {
