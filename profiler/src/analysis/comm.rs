@@ -170,6 +170,9 @@ pub struct CommDetector {
     lines_tri_a: Vec<Vec<u64>>,
     /// (line, pair index) already counted in `lines_tri`.
     pair_lines: HashSet<(u64, u64)>,
+    /// Whether `lines_tri` is kept at all: only a profile's guard reads it, not the live
+    /// early-stop tracker, which would pay a set insert per communication for nothing.
+    count_lines: bool,
     last_time: Vec<Option<u64>>,
     stats: CommStats,
 }
@@ -196,11 +199,19 @@ impl CommDetector {
             lines_tri: Vec::new(),
             lines_tri_a: Vec::new(),
             pair_lines: HashSet::new(),
+            count_lines: true,
             last_time: Vec::new(),
             stats: CommStats::default(),
         };
         d.ensure_threads(threads);
         d
+    }
+
+    /// The same detector without the distinct-line counts ([`Self::line_halves`] stays
+    /// empty), for callers that read only the counts and their halves.
+    pub fn without_line_counts(mut self) -> CommDetector {
+        self.count_lines = false;
+        self
     }
 
     /// Grow to at least `n` threads (threads created during the run).
@@ -278,10 +289,14 @@ impl CommDetector {
         let lines_tri = &mut self.lines_tri;
         let lines_tri_a = &mut self.lines_tri_a;
         let pair_lines = &mut self.pair_lines;
+        let count_lines = self.count_lines;
         let mut count = |a: u32, b: u32| {
             Self::count_pair(tri, a, b);
             if half_a {
                 Self::count_pair(tri_a, a, b);
+            }
+            if !count_lines {
+                return;
             }
             let (hi, lo) = if a > b { (a, b) } else { (b, a) };
             let pair = u64::from(hi) << 32 | u64::from(lo);

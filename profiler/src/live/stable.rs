@@ -84,7 +84,8 @@ impl Tracker {
             rule,
             start,
             next_check: start + rule.every,
-            detector: CommDetector::new(0, 64, Expiration::Fixed { ns: expiration_ns }, 1 << 16),
+            detector: CommDetector::new(0, 64, Expiration::Fixed { ns: expiration_ns }, 1 << 16)
+                .without_line_counts(),
             index: HashMap::new(),
             passed: Vec::new(),
         }
