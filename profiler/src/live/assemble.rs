@@ -126,7 +126,7 @@ pub fn build(
         log = sample_log(table, &all, meta.sample_log_limit);
         let comm_params = AnalysisParams {
             expiration: Expiration::Fixed {
-                ns: meta.watch_interval_ns * u64::from(meta.watch_hold.max(1)),
+                ns: watch_expiration_ns(meta.watch_interval_ns, meta.watch_hold),
             },
             ..base.clone()
         };
@@ -167,6 +167,13 @@ pub fn build(
     }
     profile.update_evidence(1);
     Ok((profile, log))
+}
+
+/// The expiration of the watch backend's communication counting (ComDetective's): the watch
+/// interval times the windows a word is held. The analysis and the live early-stop tracker
+/// must count alike.
+pub(super) fn watch_expiration_ns(interval_ns: u64, hold: u32) -> u64 {
+    interval_ns * u64::from(hold.max(1))
 }
 
 #[cfg(test)]

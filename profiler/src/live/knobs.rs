@@ -51,7 +51,7 @@ pub(super) fn knobs(
         }
         knobs.push((
             "early_stop".into(),
-            if cfg.early_stop.is_some() && !cfg.follow_children {
+            if super::stable::rule_in_effect(cfg, sched.is_some()).is_some() {
                 "on"
             } else {
                 "off"

@@ -2,7 +2,9 @@
 //! ends, the evidence is stable ([`stable`]) or a signal stops the run, arming and disarming
 //! watchpoints as the scheduler says.
 
-use super::{process_alive, stable, threads, watch, Collected, ProfileConfig, StreamKind, SIGNAL};
+use super::{
+    assemble, process_alive, stable, threads, watch, Collected, ProfileConfig, StreamKind, SIGNAL,
+};
 use super::{Stream, WatchConfig};
 use crate::probe::Backend;
 use std::io::Write;
@@ -45,16 +47,13 @@ pub(super) fn sample(
     let mut followed = cfg
         .follow_children
         .then(|| threads::ThreadTable::new(root, existing.to_vec(), true));
-    // Early stop: watch backend, one process (a followed tree's threads in other processes
-    // never get watch data, so their evidence could never look complete).
-    let mut tracker = match (cfg.early_stop, sched.is_some() && !cfg.follow_children) {
-        (Some(rule), true) => Some(stable::Tracker::new(
+    let mut tracker = stable::rule_in_effect(cfg, sched.is_some()).map(|rule| {
+        stable::Tracker::new(
             rule,
             start,
-            cfg.watch.interval.as_nanos() as u64 * u64::from(cfg.watch.hold.max(1)),
-        )),
-        _ => None,
-    };
+            assemble::watch_expiration_ns(cfg.watch.interval.as_nanos() as u64, cfg.watch.hold),
+        )
+    });
     let mut fed = 0;
     let mut stopped_early = None;
     let mut data = Collected::default();

@@ -26,6 +26,14 @@ use mapper::CommMatrix;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+/// The early-stop rule in effect for a run: the configured one, when watchpoints are armed
+/// (`watching`: the watch backend with slots) in one process — a followed tree's threads in
+/// other processes never get watch data, so their evidence could never look complete. The
+/// sampling loop tracks evidence under it, and the run's knobs report it.
+pub(super) fn rule_in_effect(cfg: &super::ProfileConfig, watching: bool) -> Option<StopRule> {
+    cfg.early_stop.filter(|_| watching && !cfg.follow_children)
+}
+
 /// When sampling may stop early.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StopRule {
