@@ -45,6 +45,7 @@ use crate::error::{MapError, Result};
 use crate::matrix::CommMatrix;
 use crate::metrics;
 use crate::plan::Plan;
+use crate::profile::evidence::fmt_count;
 use crate::profile::Profile;
 use crate::strategy::{compute_plan, MapInput};
 use crate::topology::Topology;
@@ -176,14 +177,16 @@ pub fn choose(
     // one half only is what the held-out check cannot confirm, and two stray events between
     // the heavy threads creation order keeps together (a program that shares nothing) once
     // vetoed a balance 100x better than compact's (tests/numa/README.md, finding 6).
-    let confirmed = match &profile.halves {
-        Some((a, b)) => seen_in_both(&profile.comm, a, b),
-        None => profile.comm.clone(),
-    };
-    let confirmed_rc =
-        |pus: &[usize]| metrics::compute(&confirmed, &profile.load, topology, pus).remote_comm;
+    // Without halves every pair counts: the whole profile's figures, already computed.
     let balances = balances_clearly(&full_metrics, &prior.metrics, profile, topology)
-        && confirmed_rc(&full_pus) <= confirmed_rc(&prior_pus) * (1.0 + TOLERANCE);
+        && match &profile.halves {
+            Some((a, b)) => {
+                let confirmed = seen_in_both(&profile.comm, a, b);
+                let rc = |pus: &[usize]| metrics::remote_comm(&confirmed, topology, pus);
+                rc(&full_pus) <= rc(&prior_pus) * (1.0 + TOLERANCE)
+            }
+            None => full_metrics.remote_comm <= prior.metrics.remote_comm * (1.0 + TOLERANCE),
+        };
     // `held_out`: the plan's held-out communication against compact's, where the halves gave
     // one. The balance is kept only when that is within the tolerance too: on the whole profile
     // the plan wins by construction (it was made from it), so a thin profile's plan looks free
@@ -264,8 +267,8 @@ pub fn choose(
     let lines = if lines_known {
         format!(
             ", lines better/worse {}/{}",
-            fmt_lines(test.line_wins),
-            fmt_lines(test.line_losses)
+            fmt_count(test.line_wins),
+            fmt_count(test.line_losses)
         )
     } else {
         String::new()
@@ -295,15 +298,6 @@ pub fn choose(
         used_prior: false,
         line: format!("plan kept: {summary}{gaps}"),
     })
-}
-
-/// Line counts are integers unless merged runs were scaled down (`--max-runs`).
-fn fmt_lines(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
 }
 
 /// What a plan is scored by.

@@ -176,7 +176,7 @@ impl Evidence {
 }
 
 /// Counts are integers unless merged runs were scaled down (`--max-runs`).
-fn fmt_count(v: f64) -> String {
+pub(crate) fn fmt_count(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
