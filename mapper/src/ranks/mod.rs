@@ -77,13 +77,14 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     items.push(cur);
     for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
         let bad = || MapError::input("hostlist", format!("'{item}' is not NAME or NAME[a-b,c]"));
+        let too_many = || {
+            MapError::input(
+                "hostlist",
+                format!("'{item}' takes the list past {MAX_HOSTS} hosts"),
+            )
+        };
         match item.split_once('[') {
-            None if out.len() >= MAX_HOSTS => {
-                return Err(MapError::input(
-                    "hostlist",
-                    format!("'{item}' takes the list past {MAX_HOSTS} hosts"),
-                ))
-            }
+            None if out.len() >= MAX_HOSTS => return Err(too_many()),
             None => out.push(item.to_string()),
             Some((pre, rest)) => {
                 let (ranges, post) = rest.split_once(']').ok_or_else(bad)?;
@@ -92,15 +93,11 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
                     let width = a.len();
                     let (x, y): (u64, u64) =
                         (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                    if x > y || y - x >= MAX_HOSTS.saturating_sub(out.len()) as u64 {
-                        return Err(if x > y {
-                            bad()
-                        } else {
-                            MapError::input(
-                                "hostlist",
-                                format!("'{item}' takes the list past {MAX_HOSTS} hosts"),
-                            )
-                        });
+                    if x > y {
+                        return Err(bad());
+                    }
+                    if y - x >= MAX_HOSTS.saturating_sub(out.len()) as u64 {
+                        return Err(too_many());
                     }
                     for k in x..=y {
                         out.push(format!("{pre}{k:0width$}{post}"));
@@ -443,40 +440,6 @@ impl Splitter<'_> {
     }
 }
 
-/// Split `members` into parts of exactly `sizes` (summing to `members.len()`) with the least
-/// cut the multilevel partitioner finds (see `multilevel`). Returns the part of each member,
-/// in member order.
-pub fn partition(g: &RankGraph, members: &[usize], sizes: &[usize]) -> Result<Vec<usize>> {
-    if sizes.iter().sum::<usize>() != members.len() {
-        return Err(MapError::input(
-            "partition",
-            format!(
-                "part sizes sum to {}, not to the {} ranks",
-                sizes.iter().sum::<usize>(),
-                members.len()
-            ),
-        ));
-    }
-    let mut seen = vec![false; g.n()];
-    for &r in members {
-        if r >= g.n() || std::mem::replace(&mut seen[r], true) {
-            return Err(MapError::input(
-                "partition",
-                format!("rank {r} is beyond the graph's {} or named twice", g.n()),
-            ));
-        }
-    }
-    let w = multilevel::Wg::from_rank_graph(g);
-    let verts: Vec<u32> = members.iter().map(|&r| r as u32).collect();
-    let mut map = vec![u32::MAX; g.n()];
-    let sub = w.induced(&verts, &mut map);
-    let tries = multilevel::tries_for(sub.adj.len());
-    Ok(multilevel::partition(&sub, sizes, 0, tries)
-        .into_iter()
-        .map(|p| p as usize)
-        .collect())
-}
-
 /// Load of each machine under `place` (rank → machine), for `machines` machines.
 pub fn machine_loads(place: &[usize], load: &[f64], machines: usize) -> Vec<f64> {
     let mut l = vec![0.0; machines];
@@ -721,18 +684,6 @@ mod tests {
         let m = map_to_machines(&g, &Cluster::parse("x:7,y:13").unwrap()).unwrap();
         assert_eq!(counts_of(&m, 2), [7, 13]);
         assert_eq!(m[0], m[1]);
-    }
-
-    #[test]
-    fn partition_checks_its_arguments() {
-        let g = grid2d(4, 4, &|i| i);
-        let e = partition(&g, &[0, 1, 2], &[2, 2]).unwrap_err().to_string();
-        assert!(e.contains("sum to 4, not to the 3 ranks"), "{e}");
-        let e = partition(&g, &[0, 0], &[1, 1]).unwrap_err().to_string();
-        assert!(e.contains("named twice"), "{e}");
-        let p = partition(&g, &[0, 1, 4, 5, 2, 3, 6, 7], &[4, 4]).unwrap();
-        // The 2 × 4 top half splits into its two 2 × 2 squares: cut 2.
-        assert_eq!(p, [0, 0, 0, 0, 1, 1, 1, 1]);
     }
 
     #[test]
