@@ -104,8 +104,11 @@ struct Cost {
 /// How the ranks of a placement are put onto cores inside each machine (for inter-NUMA).
 enum Inside {
     Strategy(StrategySpec),
-    /// gmap inside each machine as well, for Scotch's own plan.
-    Gmap(PathBuf),
+    /// gmap inside each machine as well, for Scotch's own plan; `work` holds its files.
+    Gmap {
+        gmap: PathBuf,
+        work: PathBuf,
+    },
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -198,36 +201,50 @@ pub fn run(a: Args) -> Result<()> {
             Inside::Strategy(compact),
         ),
     ];
-    let work = tempfile::tempdir().context("creating a work directory for gmap")?;
+    // gmap's files, only when gmap runs; removed when this returns.
+    let mut work: Option<tempfile::TempDir> = None;
     let mut scotch_place: Option<Vec<usize>> = None;
     match &gmap {
         None if scotch_mode == ScotchMode::Auto => {
             notes.push("scotch: not run: gmap not installed (apt-get install scotch)".into())
         }
         None => {}
-        Some(gm) => match eval::scotch::map_ranks(gm, &g, &cluster, work.path()) {
-            Ok(p) => {
-                if let Some(r) = &p.repair {
-                    notes.push(format!(
-                        "scotch: gmap left {} machine(s) with more ranks than Slurm gives them \
-                         (inter-node bytes as gmap mapped: {}); {} rank(s) moved to machines \
-                         with room, least added bytes first: the row is that repaired plan",
-                        r.overfull_machines,
-                        mapper::compare::num(r.raw_inter_node),
-                        r.moved
+        Some(gm) => {
+            let tmp = tempfile::tempdir().context("creating a work directory for gmap")?;
+            let dir = work.insert(tmp).path().to_path_buf();
+            match eval::scotch::map_ranks(gm, &g, &cluster, &dir) {
+                Ok(p) => {
+                    if let Some(r) = &p.repair {
+                        notes.push(format!(
+                            "scotch: gmap left {} machine(s) with more ranks than Slurm gives \
+                             them (inter-node bytes as gmap mapped: {}); {} rank(s) moved to \
+                             machines with room, least added bytes first: the row is that \
+                             repaired plan",
+                            r.overfull_machines,
+                            mapper::compare::num(r.raw_inter_node),
+                            r.moved
+                        ));
+                    }
+                    if let Some(n) = &p.note {
+                        notes.push(format!("scotch: {n}"));
+                    }
+                    scotch_place = Some(p.machine.clone());
+                    placements.push((
+                        "scotch",
+                        p.machine,
+                        p.mapping_ms,
+                        Inside::Gmap {
+                            gmap: gm.clone(),
+                            work: dir,
+                        },
                     ));
                 }
-                if let Some(n) = &p.note {
-                    notes.push(format!("scotch: {n}"));
+                Err(e) if scotch_mode == ScotchMode::Auto => {
+                    notes.push(format!("scotch: not compared: {e}"))
                 }
-                scotch_place = Some(p.machine.clone());
-                placements.push(("scotch", p.machine, p.mapping_ms, Inside::Gmap(gm.clone())));
+                Err(e) => return Err(e).context("mapping the ranks with Scotch's gmap"),
             }
-            Err(e) if scotch_mode == ScotchMode::Auto => {
-                notes.push(format!("scotch: not compared: {e}"))
-            }
-            Err(e) => return Err(e).context("mapping the ranks with Scotch's gmap"),
-        },
+        }
     }
 
     let mut costs = Vec::new();
@@ -237,25 +254,24 @@ pub fn run(a: Args) -> Result<()> {
             let s: Vec<usize> = place.iter().map(|&m| sw[m]).collect();
             g.cut(&s)
         });
-        let inter_numa = match (&node_topo, inside) {
-            (None, _) => None,
-            (Some(topo), Inside::Strategy(spec)) => Some(inside_machines(
+        let inter_numa = match &node_topo {
+            None => None,
+            Some(topo) => match inside_machines(
                 &g,
                 &cluster,
                 &place,
                 topo,
-                spec,
+                &inside,
                 (name == "cmlb").then_some(&mut inner),
-            )?),
-            (Some(topo), Inside::Gmap(gm)) => {
-                match inside_machines_gmap(&g, &cluster, &place, topo, &gm, work.path()) {
-                    Ok(v) => Some(v),
-                    Err(e) => {
-                        notes.push(format!("scotch: no inter-NUMA bytes: {e:#}"));
-                        None
-                    }
+            ) {
+                Ok(v) => Some(v),
+                // Scotch's row is a comparison: it stands without the inter-NUMA figure.
+                Err(e) if matches!(inside, Inside::Gmap { .. }) => {
+                    notes.push(format!("scotch: no inter-NUMA bytes: {e:#}"));
+                    None
                 }
-            }
+                Err(e) => return Err(e),
+            },
         };
         let node_loads = load
             .as_ref()
@@ -373,68 +389,62 @@ fn switch_of(c: &Cluster) -> Option<Vec<usize>> {
     )
 }
 
-/// Map every machine's ranks onto `topo` with `spec`; returns the bytes crossing NUMA nodes
-/// inside machines and, when asked, each rank's PU.
+/// Map every machine's ranks onto `topo` as `inside` says; returns the bytes crossing NUMA nodes
+/// inside machines and, when asked, each rank's PU. gmap's mapping is brought to one rank per
+/// PU as for threads (`eval::scotch::map`).
 fn inside_machines(
     g: &RankGraph,
     c: &Cluster,
     place: &[usize],
     topo: &Topology,
-    spec: StrategySpec,
+    inside: &Inside,
     mut pus: Option<&mut Vec<Option<Vec<u32>>>>,
 ) -> Result<f64> {
+    // gmap is not run for a lone rank (nothing to map, RemoteComm 0); a strategy still gives
+    // its PU.
+    let least = if matches!(inside, Inside::Gmap { .. }) {
+        2
+    } else {
+        1
+    };
     let mut remote = 0.0;
     for k in 0..c.machines.len() {
         let members: Vec<usize> = (0..g.n()).filter(|&r| place[r] == k).collect();
-        if members.is_empty() {
+        if members.len() < least {
             continue;
         }
+        let name = &c.machines[k].name;
+        let context = || format!("mapping the ranks of {name}");
         let sub = g.submatrix(&members);
         let load = vec![1.0; members.len()];
-        let input = MapInput {
-            comm: &sub,
-            load: &load,
-            topology: topo,
-            seed: 1,
-        };
-        let plan = mapper::plan_for(&spec, &input, None)
-            .with_context(|| format!("mapping the ranks of {}", c.machines[k].name))?;
-        remote += plan.metrics.remote_comm;
-        if let Some(p) = pus.as_deref_mut() {
-            for a in &plan.assignment {
-                p[members[a.thread]] = Some(vec![a.pu]);
+        remote += match inside {
+            Inside::Strategy(spec) => {
+                let input = MapInput {
+                    comm: &sub,
+                    load: &load,
+                    topology: topo,
+                    seed: 1,
+                };
+                let plan = mapper::plan_for(spec, &input, None).with_context(context)?;
+                if let Some(p) = pus.as_deref_mut() {
+                    for a in &plan.assignment {
+                        p[members[a.thread]] = Some(vec![a.pu]);
+                    }
+                }
+                plan.metrics.remote_comm
             }
-        }
-    }
-    Ok(remote)
-}
-
-/// [`inside_machines`] for Scotch's plan: gmap maps every machine's ranks onto its cores too,
-/// its mapping brought to one rank per PU as for threads (`eval::scotch::map`).
-fn inside_machines_gmap(
-    g: &RankGraph,
-    c: &Cluster,
-    place: &[usize],
-    topo: &Topology,
-    gmap: &std::path::Path,
-    work: &std::path::Path,
-) -> Result<f64> {
-    let mut remote = 0.0;
-    for k in 0..c.machines.len() {
-        let members: Vec<usize> = (0..g.n()).filter(|&r| place[r] == k).collect();
-        if members.len() < 2 {
-            continue;
-        }
-        let input = eval::EvalInput {
-            name: c.machines[k].name.clone(),
-            source: "cmlb ranks".into(),
-            comm: g.submatrix(&members),
-            load: vec![1.0; members.len()],
-            samples: None,
+            Inside::Gmap { gmap, work } => {
+                let input = eval::EvalInput {
+                    name: name.clone(),
+                    source: "cmlb ranks".into(),
+                    comm: sub,
+                    load,
+                    samples: None,
+                };
+                let plan = eval::scotch::map(gmap, &input, topo, work).with_context(context)?;
+                plan.metrics.remote_comm
+            }
         };
-        let plan = eval::scotch::map(gmap, &input, topo, work)
-            .with_context(|| format!("mapping the ranks of {}", c.machines[k].name))?;
-        remote += plan.metrics.remote_comm;
     }
     Ok(remote)
 }
