@@ -161,15 +161,53 @@ pub fn run_gmap(
     topo: &Topology,
     work: &Path,
 ) -> Result<GmapMapping> {
-    let grf = work.join("graph.grf");
-    let tgt = work.join("target.tgt");
-    let out = work.join("mapping.map");
-    let log = work.join("gmap.log");
-    std::fs::write(&grf, write_grf(comm, load)).map_err(|e| EvalError::io(&grf, e))?;
-    std::fs::write(&tgt, write_tgt(topo)?).map_err(|e| EvalError::io(&tgt, e))?;
+    let files = GmapFiles::new(work, "threads");
+    run_gmap_files(
+        gmap,
+        &files,
+        &write_grf(comm, load),
+        &write_tgt(topo)?,
+        comm.n(),
+        topo.pus.len(),
+    )
+}
+
+/// The four files of one gmap run in `work`: graph, target, mapping out, log.
+struct GmapFiles {
+    grf: PathBuf,
+    tgt: PathBuf,
+    out: PathBuf,
+    log: PathBuf,
+}
+
+impl GmapFiles {
+    /// `STEM.grf`, `STEM.tgt`, `STEM.map`, `STEM.log` in `work`.
+    fn new(work: &Path, stem: &str) -> GmapFiles {
+        let file = |ext: &str| work.join(format!("{stem}.{ext}"));
+        GmapFiles {
+            grf: file("grf"),
+            tgt: file("tgt"),
+            out: file("map"),
+            log: file("log"),
+        }
+    }
+}
+
+/// Write the graph and target texts, run `gmap -vt` on them, and read the terminal of each of
+/// the `vertices` (below `terminals`) and gmap's own mapping time.
+fn run_gmap_files(
+    gmap: &Path,
+    f: &GmapFiles,
+    graph: &str,
+    target: &str,
+    vertices: usize,
+    terminals: usize,
+) -> Result<GmapMapping> {
+    std::fs::write(&f.grf, graph).map_err(|e| EvalError::io(&f.grf, e))?;
+    std::fs::write(&f.tgt, target).map_err(|e| EvalError::io(&f.tgt, e))?;
     let o = Command::new(gmap)
         .arg("-vt")
-        .args([&grf, &tgt, &out, &log])
+        .args([&f.grf, &f.tgt, &f.out, &f.log])
         .output()
         .map_err(|e| EvalError::io(gmap, e))?;
     if !o.status.success() {
@@ -178,9 +216,9 @@ pub fn run_gmap(
             stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
         });
     }
-    let text = std::fs::read_to_string(&out).map_err(|e| EvalError::io(&out, e))?;
-    let pus = parse_map(&text, comm.n(), topo.pus.len())?;
-    let log_text = std::fs::read_to_string(&log).map_err(|e| EvalError::io(&log, e))?;
+    let text = std::fs::read_to_string(&f.out).map_err(|e| EvalError::io(&f.out, e))?;
+    let pus = parse_map(&text, vertices, terminals)?;
+    let log_text = std::fs::read_to_string(&f.log).map_err(|e| EvalError::io(&f.log, e))?;
     let secs = mapping_secs(&log_text)?;
     Ok(GmapMapping { pus, secs })
 }
@@ -408,8 +446,6 @@ pub struct ScotchRankPlan {
     pub machine: Vec<usize>,
     /// The `Mapping` time gmap reports (its I/O excluded, like cmlb's), plus the repair's.
     pub mapping_ms: f64,
-    /// gmap's whole run, reading and writing its files included.
-    pub wall_ms: f64,
     /// How gmap's mapping was changed to the exact counts, if it had to be.
     pub repair: Option<CountRepair>,
     /// Set when the target is not quite cmlb's (see [`RankTarget::note`]).
@@ -425,35 +461,21 @@ pub fn map_ranks(gmap: &Path, g: &RankGraph, c: &Cluster, work: &Path) -> Result
         return Ok(ScotchRankPlan {
             machine: vec![active[0]; g.n()],
             mapping_ms: 0.0,
-            wall_ms: 0.0,
             repair: None,
             note: Some("one machine holds every rank: gmap not run".into()),
         });
     }
     let target = write_rank_tgt(c, &counts);
-    let grf = work.join("ranks.grf");
-    let tgt = work.join("ranks.tgt");
-    let out = work.join("ranks.map");
-    let log = work.join("ranks.log");
-    std::fs::write(&grf, write_rank_grf(g)).map_err(|e| EvalError::io(&grf, e))?;
-    std::fs::write(&tgt, &target.text).map_err(|e| EvalError::io(&tgt, e))?;
-    let t = Instant::now();
-    let o = Command::new(gmap)
-        .arg("-vt")
-        .args([&grf, &tgt, &out, &log])
-        .output()
-        .map_err(|e| EvalError::io(gmap, e))?;
-    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
-    if !o.status.success() {
-        return Err(EvalError::Gmap {
-            program: gmap.to_path_buf(),
-            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
-        });
-    }
-    let text = std::fs::read_to_string(&out).map_err(|e| EvalError::io(&out, e))?;
-    let terms = parse_map(&text, g.n(), target.terminal_machine.len())?;
-    let log_text = std::fs::read_to_string(&log).map_err(|e| EvalError::io(&log, e))?;
-    let secs = mapping_secs(&log_text)?;
+    let files = GmapFiles::new(work, "ranks");
+    let mapped = run_gmap_files(
+        gmap,
+        &files,
+        &write_rank_grf(g),
+        &target.text,
+        g.n(),
+        target.terminal_machine.len(),
+    )?;
+    let (terms, secs) = (mapped.pus, mapped.secs);
     let mut machine: Vec<usize> = terms.iter().map(|&t| target.terminal_machine[t]).collect();
     let t = Instant::now();
     let repair = repair_counts(g, &mut machine, &counts);
@@ -461,7 +483,6 @@ pub fn map_ranks(gmap: &Path, g: &RankGraph, c: &Cluster, work: &Path) -> Result
     Ok(ScotchRankPlan {
         machine,
         mapping_ms: secs * 1e3 + repair_ms,
-        wall_ms,
         repair,
         note: target.note,
     })
