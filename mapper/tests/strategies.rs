@@ -275,14 +275,16 @@ proptest! {
                 let got = per_numa(&topo, &a);
                 prop_assert!(got.iter().zip(bound).all(|(g, b)| g <= b), "{:?} {:?}", got, bound);
             } else if s.starts_with("cmlb") {
-                let caps: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
+                // Proportional to capacity: a node's cores when every thread fits on a core of
+                // its own, else its PUs; within one thread of n·c/C.
+                let cap = if n <= cores.iter().sum::<usize>() { &cores } else { &caps };
+                let total: usize = cap.iter().sum();
                 let got = per_numa(&topo, &a);
-                for (g, c) in got.iter().zip(&caps) {
-                    // Proportional to capacity: within one thread of n·c/P.
-                    let exact = n as f64 * *c as f64 / p as f64;
-                    prop_assert!((*g as f64 - exact).abs() < 1.0, "{} {:?} {:?}", s, got, caps);
+                for ((g, c), pus) in got.iter().zip(cap).zip(&caps) {
+                    let exact = n as f64 * *c as f64 / total as f64;
+                    prop_assert!((*g as f64 - exact).abs() < 1.0, "{} {:?} {:?}", s, got, cap);
                     if n <= p {
-                        prop_assert!(g <= c);
+                        prop_assert!(g <= pus);
                     }
                 }
             }

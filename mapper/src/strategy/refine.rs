@@ -39,7 +39,7 @@
 //! is RemoteComm 3.40e7 (1.24× EagerMap's 2.74e7); this refinement reaches 3.40e7, so a lower
 //! RemoteComm there needs a looser balance, not a better search.
 
-use super::cmlb::{numa_groups, numa_sizes, targets};
+use super::cmlb::{node_capacities, numa_groups, numa_sizes, targets};
 use super::common::place_numa_groups;
 use super::eagermap::eagermap;
 use super::{MapInput, Params, Strategy};
@@ -208,19 +208,12 @@ pub(crate) fn refined_groups(input: &MapInput, settings: &CmlbRefine) -> Vec<Vec
 
 /// Per-NUMA-node thread bounds when the job leaves cores free, else `None`. A node may then take
 /// more or fewer threads than its capacity share so that the *loads* balance: a memory-heavy
-/// thread gets a node mostly to itself, light ones fill up another. Bound = the node's cores when
-/// every thread fits on its own core (so no two threads share a core), else its PUs.
+/// thread gets a node mostly to itself, light ones fill up another. Bound = the node's
+/// capacity ([`node_capacities`]: its cores when every thread fits on its own core, so no two
+/// threads share a core, else its PUs).
 pub(crate) fn slack_bounds(input: &MapInput) -> Option<Vec<usize>> {
-    let topo = input.topology;
-    let n = input.comm.n();
-    let cores: Vec<usize> = (0..topo.numa.len()).map(|k| topo.numa_cores(k)).collect();
-    let pus: Vec<usize> = topo.numa.iter().map(|x| x.capacity()).collect();
-    let bounds = if n <= cores.iter().sum::<usize>() {
-        cores
-    } else {
-        pus
-    };
-    (bounds.iter().sum::<usize>() > n).then_some(bounds)
+    let bounds = node_capacities(input);
+    (bounds.iter().sum::<usize>() > input.comm.n()).then_some(bounds)
 }
 
 /// Greedy NUMA groups closed by load: each group (in node order) starts from the lowest-indexed
