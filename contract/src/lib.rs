@@ -10,11 +10,13 @@
 //!   per-thread PU list (`2,0,2`: thread k on the k-th number);
 //! * [`encode_wrap`]/[`decode_wrap`]: the exec-wrap argv (profile mode, apply pre-run);
 //! * [`task_env`]: every variable a pinned task gets, for a [`BindMode`];
-//! * [`pin`] and [`own_cpus`]: the one `sched_setaffinity`/`sched_getaffinity` pair.
+//! * [`pin`] and [`own_cpus`]: the one `sched_setaffinity`/`sched_getaffinity` pair;
+//! * [`launcher`]: `mpirun`/`mpiexec` daemons and the ranks they fork.
 //!
 //! It depends on libc only, because the preload library links it into every pinned program.
 
 pub mod cpulist;
+pub mod launcher;
 pub mod ranks;
 
 pub use cpulist::{format_cpu_list, parse_cpu_list, CpuListError};
@@ -43,6 +45,19 @@ pub mod env {
     pub const JOB_PROFILE: &str = "CMLB_JOB_PROFILE";
     /// The batch job's task count (see [`JOB_PROFILE`]).
     pub const JOB_TASKS: &str = "CMLB_JOB_TASKS";
+    /// Set by the plugin in a batch script (profile, or apply with a rank profile): the words
+    /// ([`super::encode_wrap`], with [`crate::launcher::RANK_WORD`] and
+    /// [`crate::launcher::NODE_WORD`]) under which the preload library re-executes each rank
+    /// that `mpirun`/`mpiexec` forks ([`crate::launcher`]).
+    pub const RANK_WRAP: &str = "CMLB_RANK_WRAP";
+    /// Profile mode: the MPI tracer library, preloaded into each rank so that the job's
+    /// rank matrix is recorded into `ranks/` of the job profile directory [`RANK_TRACE_OUT`].
+    pub const RANK_TRACE: &str = "CMLB_RANK_TRACE";
+    /// Where the tracer writes (with [`crate::launcher::NODE_WORD`]).
+    pub const RANK_TRACE_OUT: &str = "CMLB_RANK_TRACE_OUT";
+    /// Apply mode: the host of each rank as the job's `mpirun` places them
+    /// ([`crate::launcher::encode_hosts`]), so each rank knows which ranks share its node.
+    pub const RANK_HOSTS: &str = "CMLB_RANK_HOSTS";
 }
 
 /// File name of the preload library (what launchers look for next to themselves).

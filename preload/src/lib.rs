@@ -12,6 +12,12 @@
 //!    before the program's first instruction, with the CMLB_* variables and this library removed
 //!    from the environment, so the profiler starts the real program itself and sees every thread.
 //!
+//! 3. **Rank-wrap** (`mpirun`/`mpiexec` in a batch script under `sbatch --cmlb-map`): when
+//!    `CMLB_RANK_WRAP` is set, this process's parent is a launcher that forks MPI ranks and the
+//!    launcher's variables name this process's rank, the constructor re-executes it under those
+//!    words (`cmlb profile` into the job's `task<rank>/`, or `cmlb run --job-rank`), with the MPI
+//!    tracer preloaded in profile mode ([`contract::launcher`]).
+//!
 //! Failures never stop the program: one line on stderr, then it runs unpinned / unprofiled.
 
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -46,8 +52,14 @@ extern "C" fn init() {
     // A panic must not unwind out of a constructor.
     let _ = std::panic::catch_unwind(|| {
         let me = std::process::id().to_string();
+        if std::env::var_os(contract::env::RANK_WRAP).is_some() {
+            rank_wrap();
+        }
         if std::env::var(ENV_WRAP_PID).ok().as_deref() == Some(me.as_str()) {
-            exec_wrap();
+            let prefix = contract::decode_wrap(&std::env::var(ENV_WRAP).unwrap_or_default());
+            std::env::remove_var(ENV_WRAP);
+            std::env::remove_var(ENV_WRAP_PID);
+            exec_wrap(&prefix, None);
         }
         if std::env::var(ENV_PID).ok().as_deref() != Some(me.as_str()) {
             return;
@@ -152,11 +164,40 @@ pub unsafe extern "C" fn pthread_create(
     rc
 }
 
-/// Replace this process by `CMLB_EXEC_WRAP... <exe> <args>`; returns only on failure.
-fn exec_wrap() {
-    let prefix = contract::decode_wrap(&std::env::var(ENV_WRAP).unwrap_or_default());
-    std::env::remove_var(ENV_WRAP);
-    std::env::remove_var(ENV_WRAP_PID);
+/// A rank forked by `mpirun`/`mpiexec` in a batch script the plugin prepared: re-execute it
+/// under the job's rank-wrap words. Any other process (the script's shell, `mpirun`, `srun`,
+/// the daemons, a rank's own children) goes on untouched, and so does a rank when anything is
+/// missing: it then runs as it would without cmlb.
+fn rank_wrap() {
+    use contract::{env, launcher};
+    let words = contract::decode_wrap(&std::env::var(env::RANK_WRAP).unwrap_or_default());
+    if words.is_empty() || !launcher::parent_forks_ranks() {
+        return;
+    }
+    let Some(ids) = launcher::rank_ids(|k| std::env::var(k).ok()) else {
+        return;
+    };
+    // The node's name as the scratch directory's %n names it (contract::launcher::node_names).
+    let node = launcher::this_node(&[], std::env::var("SLURMD_NODENAME").ok())
+        .unwrap_or_else(|| "localhost".into());
+    let words = launcher::fill_words(&words, ids.rank, &node);
+    let tracer = std::env::var(env::RANK_TRACE).ok().filter(|t| !t.is_empty());
+    let out = std::env::var(env::RANK_TRACE_OUT).ok().filter(|t| !t.is_empty());
+    // Neither the wrapped rank nor anything it starts may wrap again.
+    for k in [env::RANK_WRAP, env::RANK_TRACE, env::RANK_TRACE_OUT] {
+        std::env::remove_var(k);
+    }
+    let trace = match (tracer, out) {
+        (Some(lib), Some(out)) => Some((lib, launcher::fill_words(&[out], ids.rank, &node).remove(0))),
+        _ => None,
+    };
+    exec_wrap(&words, trace);
+}
+
+/// Replace this process by `PREFIX... <exe> <args>`; returns only on failure. This library
+/// leaves `LD_PRELOAD`; with `trace` (the MPI tracer library and its output directory) the
+/// tracer joins it, so the program's MPI traffic is recorded.
+fn exec_wrap(prefix: &[String], trace: Option<(String, String)>) {
     if prefix.is_empty() {
         return;
     }
@@ -172,14 +213,22 @@ fn exec_wrap() {
     let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     // Drop this library from LD_PRELOAD so the profiler and the program start clean.
-    if let Ok(lp) = std::env::var(contract::env::LD_PRELOAD) {
-        match contract::ld_preload_without_cmlb(&lp) {
-            None => std::env::remove_var(contract::env::LD_PRELOAD),
-            Some(kept) => std::env::set_var(contract::env::LD_PRELOAD, kept),
+    let kept = std::env::var(contract::env::LD_PRELOAD)
+        .ok()
+        .and_then(|lp| contract::ld_preload_without_cmlb(&lp));
+    let kept = match &trace {
+        Some((lib, out)) => {
+            std::env::set_var(contract::ranks::RANKS_OUT, out);
+            Some(contract::ld_preload_with(kept.as_deref(), lib))
         }
+        None => kept,
+    };
+    match kept {
+        None => std::env::remove_var(contract::env::LD_PRELOAD),
+        Some(kept) => std::env::set_var(contract::env::LD_PRELOAD, kept),
     }
     let mut argv: Vec<CString> = Vec::new();
-    for w in &prefix {
+    for w in prefix {
         argv.push(CString::new(w.as_str()).unwrap_or_default());
     }
     argv.push(CString::new(exe.as_os_str().as_encoded_bytes()).unwrap_or_default());
@@ -193,7 +242,7 @@ fn exec_wrap() {
     // SAFETY: NUL-terminated argv of valid C strings; environ is the (updated) process env.
     unsafe { libc::execv(ptrs[0], ptrs.as_ptr()) };
     eprintln!(
-        "cmlb-preload: cannot start {}: {}; running without the profiler",
+        "cmlb-preload: cannot start {}: {}; running without cmlb",
         prefix[0],
         std::io::Error::last_os_error()
     );

@@ -15,13 +15,24 @@
 //!   `SLURM_HOSTFILE` and `SLURM_DISTRIBUTION=arbitrary`, so its sruns place ranks that way.
 //!   When the user chose a distribution or hostfile, or the profile does not fit, one line says
 //!   so and nothing changes.
+//! * `mpirun`/`mpiexec` in the script: their daemons' steps are left alone (`remote.rs`); the
+//!   ranks they fork are reached through the script's environment ([`reach_ranks`]): the
+//!   preload library joins `LD_PRELOAD` with `CMLB_RANK_WRAP`, under which it re-executes each
+//!   rank — profile: `cmlb profile` into the job's `task<rank>/` with the MPI tracer recording
+//!   `ranks/`; apply: `cmlb run --job-rank`, which plans the node's ranks from that profile and
+//!   pins this one. Open MPI's `mpirun` also gets the plan's hostfile with its `seq` mapper
+//!   (`OMPI_MCA_rmaps_base_mapping_policy`, `OMPI_MCA_orte_default_hostfile`); MPICH's hydra
+//!   keeps its block placement, which `CMLB_RANK_HOSTS` then states.
 
 use crate::ffi::{self, spank_t};
 use crate::options::{self, MapOpts, Mode, SiteConf};
 use crate::sys;
+use cmlb_slurm::companions;
 use cmlb_slurm::layout::per_node_counts;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
+use contract::launcher;
 use mapper::binding::profile_key;
+use mapper::pipeline::{profile_argv, WrapOpts};
 use mapper::profile::ranks::{has_ranks, read_ranks_dir};
 use mapper::ranks::{block, expand_hostlist, map_to_machines, Cluster, Machine};
 use std::path::{Path, PathBuf};
@@ -41,6 +52,9 @@ struct Job {
     tasks_per_node: Vec<usize>,
     ntasks: usize,
     dir: PathBuf,
+    /// `dir` with the node's name as [`launcher::NODE_WORD`] (a node-local scratch): where a
+    /// rank on any node finds the job's profile on its own node.
+    node_dir: PathBuf,
 }
 
 fn read_job(sp: spank_t, site: &SiteConf) -> Result<Option<Job>, String> {
@@ -71,6 +85,12 @@ fn read_job(sp: spank_t, site: &SiteConf) -> Result<Option<Job>, String> {
     let user = env(sp, "SLURM_JOB_USER").unwrap_or_else(|| sys::user_name(uid));
     let nodename = env(sp, "SLURMD_NODENAME").unwrap_or_else(sys::host_name);
     let scratch = PathBuf::from(options::expand_scratch(&site.scratch, &user, id, &nodename));
+    let node_scratch = PathBuf::from(options::expand_scratch(
+        &site.scratch,
+        &user,
+        id,
+        launcher::NODE_WORD,
+    ));
     // Stable across jobs of the same script: the job name (the script's file name unless
     // --job-name), where it was submitted, its node and task counts.
     let words = [
@@ -78,14 +98,15 @@ fn read_job(sp: spank_t, site: &SiteConf) -> Result<Option<Job>, String> {
         env(sp, "SLURM_SUBMIT_DIR").unwrap_or_default(),
     ];
     let shape = format!("batch, {} nodes, {ntasks} tasks", nodes.len());
-    let dir = scratch.join(profile_key(&words, 0, &shape));
+    let key = profile_key(&words, 0, &shape);
     Ok(Some(Job {
         id,
         uid,
         nodes,
         tasks_per_node,
         ntasks,
-        dir,
+        dir: scratch.join(&key),
+        node_dir: node_scratch.join(&key),
     }))
 }
 
@@ -112,9 +133,10 @@ pub(crate) fn user_init(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<
                 &job.dir.display().to_string(),
             );
             set(sp, contract::env::JOB_TASKS, &job.ntasks.to_string());
+            reach_ranks(sp, site, opts, &job, None);
             Ok(())
         }
-        Mode::Apply => apply(sp, &job, scratch),
+        Mode::Apply => apply(sp, site, opts, &job, scratch),
         Mode::Off => Ok(()),
     }
 }
@@ -128,7 +150,13 @@ fn set(sp: spank_t, k: &str, v: &str) {
     }
 }
 
-fn apply(sp: spank_t, job: &Job, scratch: &Path) -> Result<(), String> {
+fn apply(
+    sp: spank_t,
+    site: &SiteConf,
+    opts: &MapOpts,
+    job: &Job,
+    scratch: &Path,
+) -> Result<(), String> {
     let ranks = job.dir.join(contract::ranks::RANKS_DIR);
     if std::fs::symlink_metadata(scratch).is_ok() {
         check_scratch(scratch, job.uid).map_err(|e| e.0)?;
@@ -143,18 +171,6 @@ fn apply(sp: spank_t, job: &Job, scratch: &Path) -> Result<(), String> {
             ),
         );
         return Ok(());
-    }
-    for k in ["SLURM_DISTRIBUTION", "SLURM_HOSTFILE"] {
-        if let Some(v) = env(sp, k) {
-            ffi::log(
-                ffi::LogLevel::User,
-                &format!(
-                    "cmlb: apply: the job sets {k}={v}: ranks are placed as you asked, not \
-                     by the rank profile"
-                ),
-            );
-            return Ok(());
-        }
     }
     let rp = read_ranks_dir(&ranks).map_err(|e| format!("rank profile unusable: {e}"))?;
     if rp.meta.ranks != job.ntasks {
@@ -182,6 +198,26 @@ fn apply(sp: spank_t, job: &Job, scratch: &Path) -> Result<(), String> {
             .collect(),
         switches: Vec::new(),
     };
+    let blocked = block(&cluster, job.ntasks).map_err(|e| e.to_string())?;
+    let machine_names: Vec<String> = cluster.machines.iter().map(|m| m.name.clone()).collect();
+    let names = |placed: &[usize]| -> Vec<String> {
+        placed.iter().map(|&m| machine_names[m].clone()).collect()
+    };
+    let block_hosts = names(&blocked);
+    for k in ["SLURM_DISTRIBUTION", "SLURM_HOSTFILE"] {
+        if let Some(v) = env(sp, k) {
+            ffi::log(
+                ffi::LogLevel::User,
+                &format!(
+                    "cmlb: apply: the job sets {k}={v}: ranks are placed as you asked, not \
+                     by the rank profile"
+                ),
+            );
+            // mpirun/mpiexec place by block whatever srun is told.
+            reach_ranks(sp, site, opts, job, Some(&block_hosts));
+            return Ok(());
+        }
+    }
     // Switches from the cluster's topology.conf, beside the slurm.conf the job uses.
     let conf_dir = env(sp, "SLURM_CONF")
         .and_then(|c| Path::new(&c).parent().map(Path::to_path_buf))
@@ -193,7 +229,6 @@ fn apply(sp: spank_t, job: &Job, scratch: &Path) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     let placed = map_to_machines(&rp.graph, &cluster).map_err(|e| e.to_string())?;
-    let blocked = block(&cluster, job.ntasks).map_err(|e| e.to_string())?;
     let (cut, cut_block) = (rp.graph.cut(&placed), rp.graph.cut(&blocked));
     if cut >= cut_block {
         ffi::log(
@@ -203,11 +238,13 @@ fn apply(sp: spank_t, job: &Job, scratch: &Path) -> Result<(), String> {
                  inter-node bytes of the rank profile): ranks are placed as Slurm distributes them"
             ),
         );
+        reach_ranks(sp, site, opts, job, Some(&block_hosts));
         return Ok(());
     }
+    let hosts = names(&placed);
     let mut text = String::new();
-    for &m in &placed {
-        text.push_str(&cluster.machines[m].name);
+    for h in &hosts {
+        text.push_str(h);
         text.push('\n');
     }
     let path = job.dir.join(format!("hostfile.{}", job.id));
@@ -215,17 +252,131 @@ fn apply(sp: spank_t, job: &Job, scratch: &Path) -> Result<(), String> {
     std::fs::create_dir_all(&job.dir).map_err(|e| format!("{}: {e}", job.dir.display()))?;
     contract::ranks::write_atomic(&path, text.as_bytes())
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    set(sp, "SLURM_HOSTFILE", &path.display().to_string());
+    let hostfile = path.display().to_string();
+    set(sp, "SLURM_HOSTFILE", &hostfile);
     set(sp, "SLURM_DISTRIBUTION", "arbitrary");
+    // Open MPI's mpirun: rank i on line i of the same file (its `seq` mapper), unless the user
+    // chose a mapping or hostfile of their own.
+    let ompi = [
+        ("OMPI_MCA_rmaps_base_mapping_policy", "seq"),
+        ("OMPI_MCA_orte_default_hostfile", hostfile.as_str()),
+    ];
+    let ompi_own = ompi.iter().find_map(|(k, _)| env(sp, k).map(|v| format!("{k}={v}")));
+    let mpirun_hosts = match &ompi_own {
+        None => {
+            for (k, v) in ompi {
+                set(sp, k, v);
+            }
+            &hosts
+        }
+        Some(_) => &block_hosts,
+    };
+    reach_ranks(sp, site, opts, job, Some(mpirun_hosts));
     ffi::log(
         ffi::LogLevel::User,
         &format!(
             "cmlb: apply: ranks placed on nodes by the rank profile {}: inter-node bytes \
              {cut:.4e} (block {cut_block:.4e}); every srun of the script gets \
-             SLURM_HOSTFILE={} and --distribution=arbitrary",
+             SLURM_HOSTFILE={} and --distribution=arbitrary{}",
             ranks.display(),
-            path.display()
+            path.display(),
+            match &ompi_own {
+                None => ", Open MPI's mpirun the same hostfile with its seq mapper".to_string(),
+                Some(kv) => format!("; the job sets {kv}: mpirun places its ranks as you asked"),
+            }
         ),
     );
     Ok(())
+}
+
+/// The ranks `mpirun`/`mpiexec` forks in the script: the preload library joins the script's
+/// `LD_PRELOAD` with the words it re-executes each rank under (contract::launcher). Profile
+/// (`hosts` `None`): `cmlb profile` into the job's `task<rank>/`, the MPI tracer recording the
+/// rank matrix into its `ranks/`. Apply: `cmlb run --job-rank` from the job profile, with the
+/// host of each rank as the launcher will place them. Every other process of the script
+/// ignores the variables; without a companion file, one line says the ranks run as they are.
+fn reach_ranks(
+    sp: spank_t,
+    site: &SiteConf,
+    opts: &MapOpts,
+    job: &Job,
+    hosts: Option<&Vec<String>>,
+) {
+    let dir = sys::plugin_dir();
+    let found = companions::preload_lib(site, &dir)
+        .and_then(|p| Ok((p, companions::cmlb_binary(site, &dir)?)));
+    let (preload, cmlb) = match found {
+        Ok(f) => f,
+        Err(e) => {
+            ffi::log(
+                ffi::LogLevel::User,
+                &format!("cmlb: warning: {e}: ranks that mpirun/mpiexec start run without cmlb"),
+            );
+            return;
+        }
+    };
+    let topology = site.topology.clone().unwrap_or_else(|| "live".into());
+    let strategy = opts.strategy.clone().unwrap_or_default();
+    let words = match hosts {
+        None => {
+            let wrap = WrapOpts {
+                cmlb,
+                backend: site.backend.clone(),
+                period: opts.period,
+                duration: opts.time_set.then_some(opts.time),
+                prerun_secs: opts.time,
+                run_anyway: !site.strict,
+                max_runs: site.max_runs,
+                bind: opts.bind,
+                topology,
+                strategy,
+            };
+            let task = job
+                .node_dir
+                .join(format!("task{}", launcher::RANK_WORD));
+            match companions::mpi_lib(site, &dir) {
+                Ok(lib) => {
+                    set(sp, contract::env::RANK_TRACE, &lib.display().to_string());
+                    let out = job.node_dir.join(contract::ranks::RANKS_DIR);
+                    set(sp, contract::env::RANK_TRACE_OUT, &out.display().to_string());
+                }
+                Err(e) => ffi::log(
+                    ffi::LogLevel::User,
+                    &format!(
+                        "cmlb: warning: {e}: the rank matrix of mpirun/mpiexec ranks is not \
+                         recorded"
+                    ),
+                ),
+            }
+            profile_argv(&wrap, &task)
+        }
+        Some(hosts) => {
+            set(sp, contract::env::RANK_HOSTS, &launcher::encode_hosts(hosts));
+            let mut w = vec![
+                cmlb.display().to_string(),
+                "run".into(),
+                "--job-rank".into(),
+                "--profile".into(),
+                job.node_dir.display().to_string(),
+                "--strategy".into(),
+                strategy.to_string(),
+                "--bind".into(),
+                opts.bind.name().into(),
+                "--topology".into(),
+                topology,
+            ];
+            if opts.verbose {
+                w.push("--show-pins".into());
+            }
+            w.push("--".into());
+            w
+        }
+    };
+    set(sp, contract::env::RANK_WRAP, &contract::encode_wrap(&words));
+    let existing = env(sp, contract::env::LD_PRELOAD);
+    set(
+        sp,
+        contract::env::LD_PRELOAD,
+        &contract::ld_preload_with(existing.as_deref(), &preload.display().to_string()),
+    );
 }

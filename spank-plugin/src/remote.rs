@@ -101,6 +101,16 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
         }
         _ => return 0,
     }
+    // `mpirun`/`mpiexec` started its daemons with srun: not the application. Pinning,
+    // profiling or pre-running them broke every Open MPI job (the ranks are reached from the
+    // batch script instead: batch.rs, contract::launcher).
+    if let Some(prog) = ffi::get_argv(sp)
+        .and_then(|a| a.into_iter().next())
+        .filter(|p| contract::launcher::is_daemon(p))
+    {
+        daemon_step(sp, &prog, &opts);
+        return 0;
+    }
     match plan_step(sp, &site, &opts) {
         Ok(st) => {
             with_state(|s| s.step = Some(st));
@@ -108,6 +118,35 @@ pub(crate) fn user_init(sp: spank_t) -> i32 {
         }
         Err(Skip(e)) => degrade(&site, &e),
     }
+}
+
+/// A launcher daemon's step is left exactly as it is. Its ranks are reached when the batch
+/// script was prepared (the rank-wrap variable came down to the daemon); otherwise the first
+/// node says once why they are not.
+fn daemon_step(sp: spank_t, prog: &str, opts: &MapOpts) {
+    let name = prog.rsplit('/').next().unwrap_or(prog);
+    let wrapped = ffi::getenv(sp, contract::env::RANK_WRAP).is_some_and(|w| !w.is_empty());
+    let first = ffi::get_u32(sp, item::S_JOB_NODEID).is_none_or(|n| n == 0);
+    if wrapped || opts.from_site || !first {
+        ffi::log(
+            LogLevel::Verbose,
+            &format!(
+                "cmlb: {name} is an MPI launcher's daemon: its step is left as it is{}",
+                if wrapped {
+                    "; the batch script's preload reaches its ranks"
+                } else {
+                    ""
+                }
+            ),
+        );
+        return;
+    }
+    warn(&format!(
+        "cmlb: {name} is an MPI launcher's daemon: left as it is, its ranks run without cmlb; \
+         cmlb reaches mpirun/mpiexec ranks in a batch script run with sbatch --cmlb-map={} \
+         (docs/mpi.md), or use srun",
+        opts.mode.name()
+    ));
 }
 
 fn degrade(site: &SiteConf, msg: &str) -> i32 {

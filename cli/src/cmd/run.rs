@@ -73,6 +73,17 @@ pub struct Args {
     /// Compute and print the plan, then run COMMAND unpinned.
     #[arg(long)]
     pub dry_run: bool,
+    /// An MPI rank that `mpirun`/`mpiexec` started (the plugin's batch-script rank-wrap runs
+    /// ranks under this): plan it together with the other ranks that CMLB_RANK_HOSTS puts on
+    /// this node, over the PUs hwloc says this node allows, from the job profile --profile DIR
+    /// (`task<rank>/` thread profiles, `ranks/` rank matrix), and take this rank's share. The
+    /// launcher's variables name the rank (OMPI_COMM_WORLD_*, PMI_RANK + MPI_LOCALRANKID,
+    /// MV2_COMM_WORLD_*); a rank that runs elsewhere than CMLB_RANK_HOSTS says runs unpinned.
+    #[arg(long, requires = "profile", conflicts_with = "dry_run")]
+    pub job_rank: bool,
+    /// Print the PU of each thread (`thread->PU k:PU ...`) before running COMMAND.
+    #[arg(long)]
+    pub show_pins: bool,
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -140,7 +151,6 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
             Err(e) => return Err(e),
         },
     };
-    let allowed = contract::own_cpus().context("sched_getaffinity")?;
     let machine = Topology::load(&a.topology)?;
     let omp: Option<usize> = std::env::var(contract::env::OMP_NUM_THREADS)
         .ok()
@@ -150,7 +160,19 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         (None, Some(p)) => ProfileSource::Saved(p.clone()),
         (None, None) => ProfileSource::Keyed(cache_dir(a)?),
     };
-    let step = Step::new(&machine, &allowed)
+    let rank = if a.job_rank {
+        Some(job_rank()?)
+    } else {
+        None
+    };
+    let allowed = match &rank {
+        // The node's PUs as hwloc reports them allowed (the job's cgroup), not this process's
+        // mask: the launcher may have bound the rank already, and every rank of the node must
+        // plan over the same PUs to get disjoint shares.
+        Some(_) => machine.pus.iter().map(|p| p.os_index).collect(),
+        None => contract::own_cpus().context("sched_getaffinity")?,
+    };
+    let mut step = Step::new(&machine, &allowed)
         .with_context(|| {
             format!(
                 "topology {} vs this process's CPUs {}",
@@ -163,13 +185,21 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         .profile(source)
         .strategy(a.strategy.clone())
         .label("run");
+    if let Some(r) = &rank {
+        step = step.layout(&r.local, r.ids.size, r.nodes);
+    }
     let mut result = step.compute()?;
     if let TaskAction::Prerun { dir } = &result.tasks[0].action {
         prerun(a, dir)?;
         result = step.compute()?;
     }
-    let task = &result.tasks[0];
-    if let Some(s) = &result.summary {
+    let me = match &rank {
+        Some(r) => r.ids.local_rank,
+        None => 0,
+    };
+    let task = &result.tasks[me];
+    // A job rank: one summary line per node (its first rank), as the plugin prints per step.
+    if let Some(s) = result.summary.as_ref().filter(|_| me == 0) {
         say!(
             "{s}{}",
             if a.dry_run {
@@ -189,14 +219,26 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
             )
         }
     };
+    let list: Vec<String> = pus
+        .iter()
+        .enumerate()
+        .map(|(k, u)| format!("{k}:{u}"))
+        .collect();
     if a.dry_run {
-        let list: Vec<String> = pus
-            .iter()
-            .enumerate()
-            .map(|(k, u)| format!("{k}:{u}"))
-            .collect();
         say!("cmlb: plan thread:PU {}", list.join(" "));
         return Ok(None);
+    }
+    if a.show_pins {
+        match &rank {
+            Some(r) => say!(
+                "cmlb: rank {} on {}: share {}, thread->PU {}",
+                r.ids.rank,
+                r.node,
+                format_cpu_list(&task.share),
+                list.join(" ")
+            ),
+            None => say!("cmlb: thread->PU {}", list.join(" ")),
+        }
     }
     let existing = std::env::var(contract::env::LD_PRELOAD).ok();
     let lib = lib.map(|l| l.display().to_string());
@@ -209,13 +251,63 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         // exec keeps our pid: the preload pins only in the process with this pid.
         pid: std::process::id(),
         verbose: false,
-        omp_team: None,
-        rank: false,
+        // A rank starts the MPI library's threads before an OpenMP team (see PinEnv).
+        omp_team: rank.as_ref().and(omp),
+        rank: rank.is_some(),
     });
     Ok(Some(Launch {
         mask: task.share.clone(),
         env,
     }))
+}
+
+/// An MPI rank of a `mpirun`/`mpiexec` launch ([`Args::job_rank`]).
+struct JobRank {
+    ids: contract::launcher::RankIds,
+    node: String,
+    /// The ranks on this node, ascending (this one is the `ids.local_rank`-th).
+    local: Vec<usize>,
+    /// Nodes the job's ranks run on.
+    nodes: usize,
+}
+
+fn job_rank() -> Result<JobRank> {
+    use contract::launcher;
+    let ids = launcher::rank_ids(|k| std::env::var(k).ok()).context(
+        "--job-rank: no launcher variables name this process's MPI rank \
+         (OMPI_COMM_WORLD_*, PMI_RANK/MPI_LOCALRANKID, MV2_COMM_WORLD_*)",
+    )?;
+    let text = std::env::var(contract::env::RANK_HOSTS).unwrap_or_default();
+    let hosts = launcher::decode_hosts(&text).with_context(|| {
+        format!(
+            "--job-rank: {}='{text}' is not a list of hosts (node1*4,node2*4)",
+            contract::env::RANK_HOSTS
+        )
+    })?;
+    let node = launcher::this_node(&hosts, std::env::var("SLURMD_NODENAME").ok())
+        .context("--job-rank: neither the host name nor SLURMD_NODENAME names this node")?;
+    if !launcher::placement_agrees(&hosts, &node, &ids) {
+        bail!(
+            "rank {} of {} runs as local rank {} of {} on {node}, not where the job's placement \
+             puts it ({}: {} ranks, {} on {node}): the launcher placed the ranks otherwise",
+            ids.rank,
+            ids.size,
+            ids.local_rank,
+            ids.local_size,
+            contract::env::RANK_HOSTS,
+            hosts.len(),
+            launcher::ranks_on(&hosts, &node).len()
+        );
+    }
+    let mut distinct = hosts.clone();
+    distinct.sort();
+    distinct.dedup();
+    Ok(JobRank {
+        local: launcher::ranks_on(&hosts, &node),
+        nodes: distinct.len(),
+        ids,
+        node,
+    })
 }
 
 /// Where `exec` would find `prog`: as given when it has a `/`, else the first executable file
