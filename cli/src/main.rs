@@ -3,11 +3,15 @@
 use clap::{CommandFactory, Parser, Subcommand};
 
 /// A line on stderr that can never panic: `run` and `profile` supervise a command and must
-/// carry on (and write the profile) when their stderr reader has gone away.
+/// carry on (and write the profile) when their stderr reader has gone away. The line is written
+/// in one write(2): the ranks of an MPI job share one stderr, and `writeln!` on unbuffered
+/// stderr writes piece by piece, so their lines came out interleaved mid-line.
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 

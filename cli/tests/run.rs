@@ -249,3 +249,93 @@ fn bad_arguments_are_clear_errors() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown backend 'bogus'"));
 }
+
+/// `cmlb run --job-rank` as the rank-wrap runs it for a rank that `mpirun` forked: the rank's
+/// launcher variables and CMLB_RANK_HOSTS say which ranks share the node; each rank plans the
+/// node's ranks together and takes its own share, so two ranks of one node get disjoint CPUs.
+#[test]
+fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let job = d.path().join("job");
+    for r in 0..4 {
+        pairs_profile(&job.join(format!("task{r}")), 2);
+    }
+    let node = contract::launcher::node_names(None)[0].clone();
+    let run_rank = |rank: usize, local: usize, hosts: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cmlb"))
+            .args(["run", "--job-rank", "--profile", job.to_str().unwrap()])
+            .args(["--bind", "omp", "--show-pins", "--"])
+            .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status"])
+            .env_remove("OMP_NUM_THREADS")
+            .env("OMPI_COMM_WORLD_RANK", rank.to_string())
+            .env("OMPI_COMM_WORLD_SIZE", "4")
+            .env("OMPI_COMM_WORLD_LOCAL_RANK", local.to_string())
+            .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+            .env(contract::env::RANK_HOSTS, hosts)
+            .output()
+            .unwrap()
+    };
+    let cpus = |o: &Output| {
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.trim().rsplit('\t').next().unwrap().trim().to_string()
+    };
+    let own = contract::own_cpus().unwrap();
+    // Ranks 1 and 3 share this node (the plan's hostfile put them here, seq mapper).
+    let hosts = format!("elsewhere,{node},elsewhere,{node}");
+    let a = run_rank(1, 0, &hosts);
+    let b = run_rank(3, 1, &hosts);
+    for (o, rank) in [(&a, 1), (&b, 3)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        let share = err
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmlb: rank {rank} on {node}: share ")))
+            .unwrap_or_else(|| panic!("no pins line for rank {rank}: {err}"))
+            .split(", thread->PU")
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(cpus(o), share, "rank {rank} runs in its planned share");
+    }
+    if own.len() >= 2 {
+        let (sa, sb) = (
+            contract::parse_cpu_list(&cpus(&a)).unwrap(),
+            contract::parse_cpu_list(&cpus(&b)).unwrap(),
+        );
+        assert!(sa.iter().all(|c| !sb.contains(c)), "{sa:?} {sb:?}");
+    }
+    // The launcher put rank 3 first on this node (--map-by node, say): not where the list
+    // says, so it runs unpinned with one line.
+    let c = run_rank(3, 0, &hosts);
+    let err = String::from_utf8_lossy(&c.stderr);
+    assert!(c.status.success(), "{err}");
+    assert!(
+        err.contains("not where the job's placement puts it") && err.contains("running unpinned"),
+        "{err}"
+    );
+    assert_eq!(
+        contract::parse_cpu_list(&cpus(&c)).unwrap(),
+        own,
+        "left as the launcher placed it"
+    );
+    // No launcher variables: a clear error, the program still runs.
+    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args([
+            "run",
+            "--job-rank",
+            "--profile",
+            job.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .env_remove("OMPI_COMM_WORLD_RANK")
+        .env_remove("PMI_RANK")
+        .env_remove("MV2_COMM_WORLD_RANK")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("no launcher variables name"),
+        "{err}"
+    );
+}

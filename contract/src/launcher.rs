@@ -107,7 +107,10 @@ pub const NODE_WORD: &str = "{node}";
 pub fn fill_words(words: &[String], rank: usize, node: &str) -> Vec<String> {
     words
         .iter()
-        .map(|w| w.replace(RANK_WORD, &rank.to_string()).replace(NODE_WORD, node))
+        .map(|w| {
+            w.replace(RANK_WORD, &rank.to_string())
+                .replace(NODE_WORD, node)
+        })
         .collect()
 }
 
@@ -195,7 +198,11 @@ mod tests {
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]

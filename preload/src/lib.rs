@@ -181,14 +181,20 @@ fn rank_wrap() {
     let node = launcher::this_node(&[], std::env::var("SLURMD_NODENAME").ok())
         .unwrap_or_else(|| "localhost".into());
     let words = launcher::fill_words(&words, ids.rank, &node);
-    let tracer = std::env::var(env::RANK_TRACE).ok().filter(|t| !t.is_empty());
-    let out = std::env::var(env::RANK_TRACE_OUT).ok().filter(|t| !t.is_empty());
+    let tracer = std::env::var(env::RANK_TRACE)
+        .ok()
+        .filter(|t| !t.is_empty());
+    let out = std::env::var(env::RANK_TRACE_OUT)
+        .ok()
+        .filter(|t| !t.is_empty());
     // Neither the wrapped rank nor anything it starts may wrap again.
     for k in [env::RANK_WRAP, env::RANK_TRACE, env::RANK_TRACE_OUT] {
         std::env::remove_var(k);
     }
     let trace = match (tracer, out) {
-        (Some(lib), Some(out)) => Some((lib, launcher::fill_words(&[out], ids.rank, &node).remove(0))),
+        (Some(lib), Some(out)) => {
+            Some((lib, launcher::fill_words(&[out], ids.rank, &node).remove(0)))
+        }
         _ => None,
     };
     exec_wrap(&words, trace);

@@ -261,7 +261,9 @@ fn apply(
         ("OMPI_MCA_rmaps_base_mapping_policy", "seq"),
         ("OMPI_MCA_orte_default_hostfile", hostfile.as_str()),
     ];
-    let ompi_own = ompi.iter().find_map(|(k, _)| env(sp, k).map(|v| format!("{k}={v}")));
+    let ompi_own = ompi
+        .iter()
+        .find_map(|(k, _)| env(sp, k).map(|v| format!("{k}={v}")));
     let mpirun_hosts = match &ompi_own {
         None => {
             for (k, v) in ompi {
@@ -331,14 +333,16 @@ fn reach_ranks(
                 topology,
                 strategy,
             };
-            let task = job
-                .node_dir
-                .join(format!("task{}", launcher::RANK_WORD));
+            let task = job.node_dir.join(format!("task{}", launcher::RANK_WORD));
             match companions::mpi_lib(site, &dir) {
                 Ok(lib) => {
                     set(sp, contract::env::RANK_TRACE, &lib.display().to_string());
                     let out = job.node_dir.join(contract::ranks::RANKS_DIR);
-                    set(sp, contract::env::RANK_TRACE_OUT, &out.display().to_string());
+                    set(
+                        sp,
+                        contract::env::RANK_TRACE_OUT,
+                        &out.display().to_string(),
+                    );
                 }
                 Err(e) => ffi::log(
                     ffi::LogLevel::User,
@@ -351,7 +355,11 @@ fn reach_ranks(
             profile_argv(&wrap, &task)
         }
         Some(hosts) => {
-            set(sp, contract::env::RANK_HOSTS, &launcher::encode_hosts(hosts));
+            set(
+                sp,
+                contract::env::RANK_HOSTS,
+                &launcher::encode_hosts(hosts),
+            );
             let mut w = vec![
                 cmlb.display().to_string(),
                 "run".into(),

@@ -160,11 +160,7 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         (None, Some(p)) => ProfileSource::Saved(p.clone()),
         (None, None) => ProfileSource::Keyed(cache_dir(a)?),
     };
-    let rank = if a.job_rank {
-        Some(job_rank()?)
-    } else {
-        None
-    };
+    let rank = if a.job_rank { Some(job_rank()?) } else { None };
     let allowed = match &rank {
         // The node's PUs as hwloc reports them allowed (the job's cgroup), not this process's
         // mask: the launcher may have bound the rank already, and every rank of the node must
