@@ -249,44 +249,99 @@ pub fn wrap_env(
     ]
 }
 
-/// Largest CPU number a `cpu_set_t` holds.
-fn max_cpus() -> usize {
-    8 * std::mem::size_of::<libc::cpu_set_t>()
+/// Bits in one word of a kernel CPU mask.
+const MASK_BITS: usize = 8 * std::mem::size_of::<libc::c_ulong>();
+
+/// The largest mask `own_cpus` offers the kernel (4 M CPUs): far beyond any `nr_cpu_ids`, so the
+/// search for the kernel's mask size ends even on a kernel that keeps answering EINVAL.
+const MAX_MASK_WORDS: usize = (1 << 22) / MASK_BITS;
+
+/// `cpus` as the kernel's affinity mask: an array of unsigned longs, CPU c at bit c % bits of
+/// word c / bits, just long enough for the largest CPU. Sized at run time, not a `cpu_set_t`:
+/// that holds 1 024 CPUs, and nodes with more PUs exist (8-socket SMT machines).
+pub fn cpu_mask(cpus: &[u32]) -> Vec<libc::c_ulong> {
+    let words = cpus.iter().max().map_or(1, |&m| m as usize / MASK_BITS + 1);
+    let mut mask: Vec<libc::c_ulong> = vec![0; words];
+    for &c in cpus {
+        mask[c as usize / MASK_BITS] |= 1 << (c as usize % MASK_BITS);
+    }
+    mask
+}
+
+/// The CPUs set in a kernel affinity mask, ascending.
+pub fn mask_cpus(mask: &[libc::c_ulong]) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for (w, &word) in mask.iter().enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let bit = rest.trailing_zeros() as usize;
+            cpus.push((w * MASK_BITS + bit) as u32);
+            rest &= rest - 1;
+        }
+    }
+    cpus
 }
 
 /// Restrict the calling thread (and what it creates or execs afterwards) to `pus`.
+///
+/// The mask is as long as the largest PU needs. A mask shorter than the kernel's is zero-filled
+/// by the kernel; PUs beyond the kernel's `nr_cpu_ids`, or none the thread may use, give EINVAL.
 pub fn pin(pus: &[u32]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; every index is range-checked before CPU_SET.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &p in pus {
-            if p as usize >= max_cpus() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("CPU {p} is beyond the {} a cpu_set_t holds", max_cpus()),
-                ));
-            }
-            libc::CPU_SET(p as usize, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+    if pus.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "no CPU to pin to",
+        ));
+    }
+    if let Some(&p) = pus
+        .iter()
+        .find(|&&p| p as usize >= MAX_MASK_WORDS * MASK_BITS)
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("CPU {p} is beyond any CPU mask the kernel takes"),
+        ));
+    }
+    let mask = cpu_mask(pus);
+    // SAFETY: the kernel reads exactly `len` bytes from a live buffer of that size; glibc's
+    // wrapper passes the size through (cpu_set_t is only its nominal pointer type).
+    let rc = unsafe {
+        libc::sched_setaffinity(
+            0,
+            std::mem::size_of_val(mask.as_slice()),
+            mask.as_ptr().cast::<libc::cpu_set_t>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
 
 /// The CPUs the calling thread may run on, ascending.
+///
+/// The kernel refuses (EINVAL) a buffer shorter than its `nr_cpu_ids` bits even when the
+/// thread's CPUs all fit, so the buffer starts at 1 024 CPUs and doubles until it is taken.
 pub fn own_cpus() -> std::io::Result<Vec<u32>> {
-    // SAFETY: sched_getaffinity fills a plain cpu_set_t of the size given.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(std::io::Error::last_os_error());
+    let mut words = 1024 / MASK_BITS;
+    loop {
+        let mut mask: Vec<libc::c_ulong> = vec![0; words];
+        // SAFETY: the kernel writes at most `len` bytes into a live buffer of that size.
+        let rc = unsafe {
+            libc::sched_getaffinity(
+                0,
+                std::mem::size_of_val(mask.as_slice()),
+                mask.as_mut_ptr().cast::<libc::cpu_set_t>(),
+            )
+        };
+        if rc == 0 {
+            return Ok(mask_cpus(&mask));
         }
-        Ok((0..max_cpus())
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .map(|c| c as u32)
-            .collect())
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) || words >= MAX_MASK_WORDS {
+            return Err(e);
+        }
+        words *= 2;
     }
 }
 
@@ -407,5 +462,45 @@ mod tests {
         assert_eq!(own_cpus().unwrap(), mine);
         let e = pin(&[u32::MAX]).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(
+            pin(&[]).unwrap_err().kind(),
+            std::io::ErrorKind::InvalidInput
+        );
+        // A CPU the kernel does not have: its own EINVAL, and the thread keeps its CPUs.
+        assert!(pin(&[100_000]).is_err());
+        assert_eq!(own_cpus().unwrap(), mine);
+    }
+
+    #[test]
+    fn cpu_masks_of_any_size_round_trip() {
+        // Far beyond a cpu_set_t's 1 024 bits: the word and bit of each CPU, and back.
+        let cpus = [0u32, 1, 63, 64, 1023, 1024, 2047, 4095, 65_535, 1_000_000];
+        let mask = cpu_mask(&cpus);
+        assert_eq!(mask.len(), 1_000_000 / MASK_BITS + 1);
+        assert_eq!(
+            mask[1024 / MASK_BITS] & 1,
+            1,
+            "CPU 1024 is bit 0 of its word"
+        );
+        assert_eq!(mask_cpus(&mask), cpus);
+        // Unsorted, repeated input: the set, ascending.
+        assert_eq!(
+            mask_cpus(&cpu_mask(&[4095, 3, 4095, 2048])),
+            [3, 2048, 4095]
+        );
+        assert_eq!(cpu_mask(&[]), [0]);
+        assert!(mask_cpus(&[0, 0, 0]).is_empty());
+    }
+
+    #[test]
+    fn own_cpus_agrees_with_the_kernels_list() {
+        // The list the kernel prints in /proc is the truth the mask must read back as.
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        assert_eq!(own_cpus().unwrap(), parse_cpu_list(list).unwrap());
     }
 }

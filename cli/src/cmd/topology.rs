@@ -36,15 +36,10 @@ pub fn load(spec: &str, cpuset: Option<&str>) -> anyhow::Result<Topology> {
     }
 }
 
-/// OS indexes of the CPUs in this process's affinity mask.
+/// OS indexes of the CPUs in this process's affinity mask (any mask size the kernel uses).
 fn own_affinity() -> anyhow::Result<Vec<u32>> {
-    use nix::sched::{sched_getaffinity, CpuSet};
-    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0))
-        .map_err(|e| anyhow::anyhow!("cannot read this process's CPU affinity: {e}"))?;
-    Ok((0..CpuSet::count())
-        .filter(|&c| set.is_set(c).unwrap_or(false))
-        .map(|c| c as u32)
-        .collect())
+    contract::own_cpus()
+        .map_err(|e| anyhow::anyhow!("cannot read this process's CPU affinity: {e}"))
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
