@@ -318,6 +318,51 @@ fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
         own,
         "left as the launcher placed it"
     );
+    // A scratch directory another user could swap (its parent is writable by all and not
+    // sticky): the profile in it is not trusted, the rank runs unpinned, with one line.
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let scratch = open.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["run", "--job-rank", "--profile", job.to_str().unwrap()])
+        .args(["--job-scratch", scratch.to_str().unwrap(), "--"])
+        .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status"])
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .env("OMPI_COMM_WORLD_SIZE", "4")
+        .env("OMPI_COMM_WORLD_LOCAL_RANK", "0")
+        .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+        .env(contract::env::RANK_HOSTS, &hosts)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("writable by other users and not sticky") && err.contains("running unpinned"),
+        "{err}"
+    );
+    assert_eq!(contract::parse_cpu_list(&cpus(&o)).unwrap(), own);
+    // A saved topology larger than this machine: the plan may name PUs this process cannot
+    // have; the rank still runs (pinned inside its CPUs, or unpinned with one line).
+    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["run", "--job-rank", "--profile", job.to_str().unwrap()])
+        .args(["--topology", "pack:1 core:64 pu:1", "--"])
+        .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status"])
+        .env("OMPI_COMM_WORLD_RANK", "3")
+        .env("OMPI_COMM_WORLD_SIZE", "4")
+        .env("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+        .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+        .env(contract::env::RANK_HOSTS, &hosts)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let got = contract::parse_cpu_list(&cpus(&o)).unwrap();
+    assert!(
+        err.contains("cannot set the CPU mask") || got.iter().all(|c| own.contains(c)),
+        "{err} {got:?}"
+    );
     // No launcher variables: a clear error, the program still runs.
     let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
         .args([

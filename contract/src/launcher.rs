@@ -54,6 +54,33 @@ pub fn parent_forks_ranks() -> bool {
     std::fs::read_to_string(format!("/proc/{ppid}/comm")).is_ok_and(|c| forks_ranks(&c))
 }
 
+/// The variables whose presence makes a process a rank (one per launcher family).
+const RANK_MARKERS: &[&str] = &["OMPI_COMM_WORLD_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"];
+
+/// An environment block (`/proc/PID/environ`: `K=V` entries separated by NUL) that names a
+/// rank: a rank's own children and shells inherit it; a launcher's does not hold it.
+pub fn environ_names_a_rank(environ: &[u8]) -> bool {
+    environ.split(|&b| b == 0).any(|kv| {
+        RANK_MARKERS
+            .iter()
+            .any(|m| kv.len() > m.len() && kv.starts_with(m.as_bytes()) && kv[m.len()] == b'=')
+    })
+}
+
+/// The calling process was started as an MPI rank by its launcher: its parent is a known
+/// launcher or daemon, or — for launchers known by other names (`mpirun.openmpi`, `oshrun`, a
+/// site's wrapper) — its parent's environment names no rank while its own does. Every rank of
+/// a job must be recognised alike: in profile mode the MPI tracer's collective at
+/// `MPI_Finalize` needs all of them. A rank's own children (their parent is a rank) are not.
+pub fn started_as_rank() -> bool {
+    if parent_forks_ranks() {
+        return true;
+    }
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() };
+    std::fs::read(format!("/proc/{ppid}/environ")).is_ok_and(|e| !environ_names_a_rank(&e))
+}
+
 /// A rank as its launcher's environment names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RankIds {
@@ -196,6 +223,22 @@ pub fn placement_agrees(hosts: &[String], host: &str, ids: &RankIds) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rank_is_told_from_its_children_by_the_parents_environment() {
+        assert!(environ_names_a_rank(b"PATH=/bin\0OMPI_COMM_WORLD_RANK=3\0"));
+        assert!(environ_names_a_rank(b"PMI_RANK=0"));
+        assert!(environ_names_a_rank(b"A=1\0MV2_COMM_WORLD_RANK=7\0"));
+        // A launcher's environment: no rank, even with look-alike names.
+        assert!(!environ_names_a_rank(
+            b"PATH=/bin\0OMPI_COMM_WORLD_RANKS=3\0"
+        ));
+        assert!(!environ_names_a_rank(b"X=PMI_RANK=1\0OMPI_MCA_x=1\0"));
+        assert!(!environ_names_a_rank(b""));
+        // This test's parent (cargo) names no rank, and its name is no launcher's.
+        assert!(!parent_forks_ranks());
+        assert!(started_as_rank(), "a parent without rank variables");
+    }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {

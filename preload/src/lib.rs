@@ -171,12 +171,15 @@ pub unsafe extern "C" fn pthread_create(
 fn rank_wrap() {
     use contract::{env, launcher};
     let words = contract::decode_wrap(&std::env::var(env::RANK_WRAP).unwrap_or_default());
-    if words.is_empty() || !launcher::parent_forks_ranks() {
+    if words.is_empty() {
         return;
     }
     let Some(ids) = launcher::rank_ids(|k| std::env::var(k).ok()) else {
         return;
     };
+    if !launcher::started_as_rank() {
+        return;
+    }
     // The node's name as the scratch directory's %n names it (contract::launcher::node_names).
     let node = launcher::this_node(&[], std::env::var("SLURMD_NODENAME").ok())
         .unwrap_or_else(|| "localhost".into());
@@ -210,9 +213,7 @@ fn exec_wrap(prefix: &[String], trace: Option<(String, String)>) {
     let exe = match std::fs::read_link("/proc/self/exe") {
         Ok(p) => p,
         Err(e) => {
-            eprintln!(
-                "cmlb-preload: cannot read /proc/self/exe ({e}); running without the profiler"
-            );
+            eprintln!("cmlb-preload: cannot read /proc/self/exe ({e}); running without cmlb");
             return;
         }
     };
@@ -247,9 +248,26 @@ fn exec_wrap(prefix: &[String], trace: Option<(String, String)>) {
     ptrs.push(std::ptr::null());
     // SAFETY: NUL-terminated argv of valid C strings; environ is the (updated) process env.
     unsafe { libc::execv(ptrs[0], ptrs.as_ptr()) };
+    let e = std::io::Error::last_os_error();
+    if trace.is_some() {
+        // The other ranks run traced: this one must join the tracer's collective at
+        // MPI_Finalize too, or the job hangs there. So it runs traced, only unprofiled.
+        eprintln!(
+            "cmlb-preload: cannot start {}: {e}; this rank runs with the MPI tracer only",
+            prefix[0]
+        );
+        let n = prefix.len();
+        // SAFETY: as above; the program and its arguments are the tail of the same argv.
+        unsafe { libc::execv(ptrs[n], ptrs[n..].as_ptr()) };
+        eprintln!(
+            "cmlb-preload: cannot restart {}: {}; running without cmlb",
+            exe.display(),
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
     eprintln!(
-        "cmlb-preload: cannot start {}: {}; running without cmlb",
-        prefix[0],
-        std::io::Error::last_os_error()
+        "cmlb-preload: cannot start {}: {e}; running without cmlb",
+        prefix[0]
     );
 }

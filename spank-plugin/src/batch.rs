@@ -380,6 +380,15 @@ fn reach_ranks(
             w
         }
     };
+    // Ranks on the other nodes write and read their node's scratch directory without the
+    // plugin there to check it: the rank's cmlb checks it first (--job-scratch).
+    let mut words = words;
+    if let Some(scratch) = job.node_dir.parent() {
+        words.splice(
+            2..2,
+            ["--job-scratch".to_string(), scratch.display().to_string()],
+        );
+    }
     set(sp, contract::env::RANK_WRAP, &contract::encode_wrap(&words));
     let existing = env(sp, contract::env::LD_PRELOAD);
     set(

@@ -109,6 +109,14 @@ pub struct Args {
     /// command's own status. The Slurm plugin passes this unless the site set strict=1.
     #[arg(long)]
     run_anyway: bool,
+    /// The job user's scratch directory on this node, made and checked before anything is
+    /// written below it (the user's own directory, under parents nobody else can swap), as
+    /// the plugin does on the nodes it runs on. The plugin's rank-wrap passes it for ranks
+    /// that mpirun/mpiexec start on other nodes. If it fails the check, the command runs
+    /// unprofiled; an MPI tracer in its environment then writes into a private temporary
+    /// directory instead, so this rank still takes part in the tracer's collective.
+    #[arg(long, value_name = "DIR")]
+    job_scratch: Option<PathBuf>,
     /// The command to profile and its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -162,6 +170,25 @@ pub fn run(a: Args) -> Result<i32> {
         Target::Launch(argv) if a.run_anyway => Some(argv.clone()),
         _ => None,
     };
+    if let (Some(dir), Target::Launch(argv)) = (&a.job_scratch, &target) {
+        let uid = nix::unistd::getuid().as_raw();
+        if let Err(e) = cmlb_slurm::scratch::ensure_scratch(dir, uid) {
+            if let Some(out) = std::env::var_os(contract::ranks::RANKS_OUT) {
+                let private = tempfile::Builder::new()
+                    .prefix("cmlb-ranks-")
+                    .tempdir()
+                    .context("a private directory for the MPI tracer")?
+                    .keep();
+                say!(
+                    "cmlb: the MPI tracer writes to {} instead of {}",
+                    private.display(),
+                    Path::new(&out).display()
+                );
+                std::env::set_var(contract::ranks::RANKS_OUT, &private);
+            }
+            return run_unprofiled(argv, &anyhow::Error::new(e));
+        }
+    }
     match profile_and_write(&a, target, duration) {
         Ok(code) => Ok(code),
         Err(Failure::BeforeStart(e)) => match launched {

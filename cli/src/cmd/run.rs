@@ -84,6 +84,11 @@ pub struct Args {
     /// Print the PU of each thread (`thread->PU k:PU ...`) before running COMMAND.
     #[arg(long)]
     pub show_pins: bool,
+    /// With --job-rank: the job user's scratch directory on this node, checked before the
+    /// profile in it is trusted (the user's own directory, under parents nobody else can
+    /// swap: as the plugin checks it on the nodes it runs on). The rank-wrap passes it.
+    #[arg(long, value_name = "DIR", requires = "job_rank")]
+    pub job_scratch: Option<PathBuf>,
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -121,10 +126,22 @@ pub fn run(a: Args) -> Result<()> {
     let mut cmd = Command::new(&a.command[0]);
     cmd.args(&a.command[1..]);
     if let Some(l) = launch {
-        contract::pin(&l.mask)
-            .with_context(|| format!("setting the CPU mask {}", format_cpu_list(&l.mask)))?;
-        for (k, v) in &l.env {
-            cmd.env(k, v);
+        match contract::pin(&l.mask) {
+            Ok(()) => {
+                for (k, v) in &l.env {
+                    cmd.env(k, v);
+                }
+            }
+            Err(e) if a.strict => {
+                return Err(e)
+                    .with_context(|| format!("setting the CPU mask {}", format_cpu_list(&l.mask)))
+            }
+            // E.g. a plan over a saved topology's PUs outside this job's cpuset: the program
+            // still runs, as it would without cmlb.
+            Err(e) => say!(
+                "cmlb: warning: cannot set the CPU mask {} ({e}); running unpinned",
+                format_cpu_list(&l.mask)
+            ),
         }
     }
     let e = cmd.exec();
@@ -160,12 +177,23 @@ fn plan(a: &Args) -> Result<Option<Launch>> {
         (None, Some(p)) => ProfileSource::Saved(p.clone()),
         (None, None) => ProfileSource::Keyed(cache_dir(a)?),
     };
+    if let Some(dir) = &a.job_scratch {
+        let uid = nix::unistd::getuid().as_raw();
+        cmlb_slurm::scratch::check_scratch(dir, uid).context("the job profile is not used")?;
+    }
     let rank = if a.job_rank { Some(job_rank()?) } else { None };
-    let allowed = match &rank {
-        // The node's PUs as hwloc reports them allowed (the job's cgroup), not this process's
-        // mask: the launcher may have bound the rank already, and every rank of the node must
-        // plan over the same PUs to get disjoint shares.
-        Some(_) => machine.pus.iter().map(|p| p.os_index).collect(),
+    let allowed: Vec<u32> = match &rank {
+        // The node's PUs as hwloc reports them allowed, not this process's mask: the launcher
+        // may have bound the rank already, and every rank of the node must plan over the same
+        // PUs to get disjoint shares. A saved topology (--topology FILE) holds the whole node:
+        // it is cut to this job's cpuset where the cgroup names one.
+        Some(_) => {
+            let pus = machine.pus.iter().map(|p| p.os_index);
+            match cgroup_cpus() {
+                Some(set) => pus.filter(|p| set.contains(p)).collect(),
+                None => pus.collect(),
+            }
+        }
         None => contract::own_cpus().context("sched_getaffinity")?,
     };
     let mut step = Step::new(&machine, &allowed)
@@ -304,6 +332,32 @@ fn job_rank() -> Result<JobRank> {
         ids,
         node,
     })
+}
+
+/// The CPUs of this process's cgroup (v2 `cpuset.cpus.effective`, or v1 `cpuset.cpus`):
+/// the job's allocation on this node, whatever mask the launcher gave the rank. `None` when
+/// no cpuset is readable (no cgroup, or no cpuset controller).
+fn cgroup_cpus() -> Option<Vec<u32>> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        let file = match controllers {
+            "" => format!("/sys/fs/cgroup{path}/cpuset.cpus.effective"),
+            c if c.split(',').any(|c| c == "cpuset") => {
+                format!("/sys/fs/cgroup/cpuset{path}/cpuset.cpus")
+            }
+            _ => continue,
+        };
+        if let Ok(list) = std::fs::read_to_string(&file) {
+            if let Ok(cpus) = contract::parse_cpu_list(list.trim()) {
+                if !cpus.is_empty() {
+                    return Some(cpus);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Where `exec` would find `prog`: as given when it has a `/`, else the first executable file
