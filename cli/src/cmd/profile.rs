@@ -86,6 +86,12 @@ pub struct Args {
     /// watch: a window ends early after this many hits (bounds the trap cost on hot words).
     #[arg(long, default_value_t = 256)]
     watch_max_hits: u32,
+    /// watch: sample each thread's registers every US microseconds of its CPU time
+    /// (task-clock, no PMU needed); the pointers they hold into the program's data, above all
+    /// into other threads' pages, are the words watched first. 0: words from first-touch page
+    /// faults only.
+    #[arg(long, default_value_t = 1000, value_name = "US")]
+    regs_period_us: u64,
     /// Analyse a recorded trace instead of running anything: FORMAT is perf-script (output of
     /// `perf script` with tid, time and addr, e.g. after `perf mem record`) or csv
     /// (columns tid, time_ns, addr, kind and, optionally, dram).
@@ -302,6 +308,7 @@ fn profile_and_write(
     };
     cfg.watch.hold = a.watch_hold;
     cfg.watch.max_hits = a.watch_max_hits;
+    cfg.watch.regs_period_us = a.regs_period_us;
     cfg.progress = std::io::stderr().is_terminal();
     cfg.handle_signals = true;
 
@@ -369,6 +376,25 @@ fn profile_and_write(
         run.hw_samples,
         run.lost
     );
+    // Where the watched words came from: the user should know which source ran.
+    let knob = |k: &str| {
+        run.knobs
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    if let (Some(words), Some(shared)) = (knob("watch_words"), knob("watch_shared_words")) {
+        match (knob("register_samples"), knob("pointer_words")) {
+            (Some(n), Some(from_regs)) if n != "0" => say!(
+                "cmlb: watched words: {words} ({from_regs} from pointers in {n} register \
+                 samples, the rest from first-touch faults), {shared} seen shared"
+            ),
+            _ => say!(
+                "cmlb: watched words: {words} (from first-touch faults; no register samples), \
+                 {shared} seen shared"
+            ),
+        }
+    }
     if let Some(e) = &p.meta.evidence {
         say!("cmlb: {}", e.summary_line());
     }

@@ -32,6 +32,7 @@ pub(super) fn knobs(
         knobs.push(("watch_hold".into(), w.hold.to_string()));
         knobs.push(("watch_max_hits".into(), w.max_hits.to_string()));
         knobs.push(("watch_max_window_ms".into(), fmt_ms(w.max_window)));
+        knobs.push(("regs_period_us".into(), w.regs_period_us.to_string()));
         knobs.push(("watch_duty_cycle".into(), format!("{:.3}", w.duty_cycle())));
         knobs.push((
             "watch_max_duty_cycle".into(),
@@ -48,6 +49,9 @@ pub(super) fn knobs(
             knobs.push(("watch_words".into(), sc.words.to_string()));
             knobs.push(("watch_shared_words".into(), sc.shared_words.to_string()));
             knobs.push(("watch_hits".into(), watch_hits.to_string()));
+            knobs.push(("register_samples".into(), sc.register_samples.to_string()));
+            knobs.push(("foreign_pointers".into(), sc.foreign_pointers.to_string()));
+            knobs.push(("pointer_words".into(), sc.pointer_words.to_string()));
         }
         knobs.push((
             "early_stop".into(),

@@ -6,8 +6,9 @@
 //!   first (page ownership; the load vector counts first-touched pages).
 //! * `numa-faults`: the same event; with `numa_balancing` on and several NUMA nodes the kernel
 //!   re-faults pages periodically, so faults keep showing which threads use which pages.
-//! * `watch`: `faults` plus hardware watchpoints on words picked from the fault addresses,
-//!   duty-cycled (see [`watch`]): shows which threads really share data.
+//! * `watch`: `faults` plus hardware watchpoints on words picked from the pointers in the
+//!   threads' registers (`task-clock` samples) and from the fault addresses, duty-cycled (see
+//!   [`watch`]): shows which threads really share data.
 //! * `hw`: precise memory sampling (PEBS/IBS/SPE); refused with "no hardware PMU" where absent.
 
 pub mod events;
@@ -194,6 +195,9 @@ fn raise_fd_limit() {
     }
 }
 
+/// Ring buffer of a register sampler (per target and CPU).
+const REGS_BUFFER_BYTES: usize = 64 << 10;
+
 struct Opened {
     streams: Vec<Stream>,
     slots: usize,
@@ -255,6 +259,37 @@ fn open_streams(
                     Err(e) => return Err(e),
                 }
             }
+        }
+    }
+    // The watch backend's pointer source: a thread's registers name the data it uses now.
+    // Optional, so opened after every event the backend needs (locked ring-buffer memory is
+    // limited per user): without it the words come from first-touch faults alone. A clock
+    // sample is ~160 bytes and the buffers are drained every tick, so a small buffer holds
+    // many ticks' worth.
+    if slots > 0 && cfg.watch.regs_period_us > 0 && events::REGS_MASK != 0 {
+        let small = OpenOpts {
+            buffer_bytes: REGS_BUFFER_BYTES.min(o.buffer_bytes),
+            ..o
+        };
+        let mut opened = Vec::new();
+        let mut failed = None;
+        'open: for &t in targets {
+            for &cpu in cpus {
+                match events::open_regs(t, cpu, cfg.watch.regs_period_us * 1000, &small) {
+                    Ok(st) => opened.push(st),
+                    Err(e) => {
+                        failed = Some(e);
+                        break 'open;
+                    }
+                }
+            }
+        }
+        match failed {
+            None => streams.extend(opened),
+            Some(e) => warnings.push(format!(
+                "register sampling unavailable ({e}): watched words come from first-touch \
+                 faults only"
+            )),
         }
     }
     if backend == Backend::Hw {
@@ -350,9 +385,18 @@ impl Collected {
                             }
                         }
                         StreamKind::Hw(_) => self.hw.push(s),
+                        // Register streams decode to Rec::Regs, never to Sample.
+                        StreamKind::Regs => {}
                     }
                 }
                 Rec::Full { sample, .. } => self.hw.push(sample),
+                Rec::Regs {
+                    pid, tid, values, ..
+                } => {
+                    if let Some(sc) = sched.as_deref_mut() {
+                        sc.add_pointers(pid, tid, &values, events::REGS_SP_INDEX);
+                    }
+                }
                 Rec::Lost(n) => self.lost += n,
                 Rec::Throttle => self.throttled += 1,
                 r @ (Rec::Fork { .. } | Rec::Comm { .. } | Rec::Exit { .. }) => {

@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! SAMPLE (9):       u32 pid, u32 tid, u64 time, u64 addr
+//! SAMPLE (9), regs: u32 pid, u32 tid, u64 time, u64 abi, u64 regs[popcount(mask)]
 //! FORK (7)/EXIT (4): u32 pid, ppid, tid, ptid; u64 time; sample_id
 //! COMM (3):         u32 pid, tid; char comm[] (NUL-padded to 8); sample_id {u32 pid, tid; u64 time}
 //! LOST (2):         u64 id, u64 lost; sample_id
@@ -58,6 +59,15 @@ pub enum Rec {
         pid: i32,
         sample: crate::sample::Sample,
     },
+    /// A clock sample of a thread's user registers (`sample_type = TID | TIME | REGS_USER`):
+    /// the values of the registers in [`super::events::REGS_MASK`], in mask bit order, or
+    /// none when the clock ticked in a kernel thread or before the task had user registers.
+    Regs {
+        pid: i32,
+        tid: i32,
+        time: u64,
+        values: Vec<u64>,
+    },
     /// Samples the kernel dropped because the ring buffer was full.
     Lost(u64),
     /// The kernel throttled the event (too many samples per tick).
@@ -72,7 +82,8 @@ impl Rec {
             Rec::Sample { time, .. }
             | Rec::Fork { time, .. }
             | Rec::Exit { time, .. }
-            | Rec::Comm { time, .. } => *time,
+            | Rec::Comm { time, .. }
+            | Rec::Regs { time, .. } => *time,
             Rec::Full { sample, .. } => sample.time_ns,
             Rec::Lost(_) | Rec::Throttle => 0,
         }
@@ -138,6 +149,25 @@ pub fn decode(ty: u32, misc: u16, body: &[u8], with_sample_id: bool) -> Option<R
     }
 }
 
+/// Decode a register sample's body: `u32 pid, tid; u64 time; u64 abi; u64 regs[nregs]`
+/// (`regs` only when `abi` is not `PERF_SAMPLE_REGS_ABI_NONE`). `None` when the body is short.
+pub fn decode_regs(body: &[u8], nregs: usize) -> Option<Rec> {
+    let abi = u64_at(body, 16)?;
+    let values = if abi == 0 {
+        Vec::new()
+    } else {
+        (0..nregs)
+            .map(|k| u64_at(body, 24 + 8 * k))
+            .collect::<Option<Vec<u64>>>()?
+    };
+    Some(Rec::Regs {
+        pid: u32_at(body, 0)? as i32,
+        tid: u32_at(body, 4)? as i32,
+        time: u64_at(body, 8)?,
+        values,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +192,33 @@ mod tests {
         );
         // Truncated body: skipped, not a panic.
         assert_eq!(decode(RECORD_SAMPLE, 0, &b[..20], true), None);
+    }
+
+    #[test]
+    fn register_sample_record() {
+        let mut b = u32s(&[100, 101]);
+        b.extend(5000u64.to_ne_bytes());
+        b.extend(2u64.to_ne_bytes()); // PERF_SAMPLE_REGS_ABI_64
+        for v in [0x7f00_0000u64, 42, 0x5555_0000] {
+            b.extend(v.to_ne_bytes());
+        }
+        assert_eq!(
+            decode_regs(&b, 3),
+            Some(Rec::Regs {
+                pid: 100,
+                tid: 101,
+                time: 5000,
+                values: vec![0x7f00_0000, 42, 0x5555_0000]
+            })
+        );
+        // Fewer registers than the mask says: skipped, not a panic.
+        assert_eq!(decode_regs(&b, 4), None);
+        // ABI none (a kernel thread): no values, and nothing more is read.
+        let mut k = u32s(&[100, 101]);
+        k.extend(5000u64.to_ne_bytes());
+        k.extend(0u64.to_ne_bytes());
+        assert!(matches!(decode_regs(&k, 3), Some(Rec::Regs { values, .. }) if values.is_empty()));
+        assert_eq!(decode_regs(&k[..12], 3), None);
     }
 
     #[test]

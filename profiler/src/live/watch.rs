@@ -60,6 +60,9 @@ pub struct WatchConfig {
     /// Longest window the adaptive duty cycle may stretch to (`window` ..= this, shorter than
     /// `interval`); equal to `window` for a fixed duty cycle.
     pub max_window: Duration,
+    /// Register sampling period in microseconds of each thread's CPU time (0: off): the
+    /// pointers a thread's registers hold are candidate words ([`Scheduler::add_pointers`]).
+    pub regs_period_us: u64,
 }
 
 impl Default for WatchConfig {
@@ -74,6 +77,7 @@ impl Default for WatchConfig {
             // programs that share few words, but on the ring workload they let the two readers
             // of one buffer outweigh true neighbours in 1 of 6 runs (see docs/evidence.md).
             max_window: Duration::from_millis(10),
+            regs_period_us: 1000,
         }
     }
 }
@@ -90,6 +94,12 @@ impl WatchConfig {
             return Err(format!(
                 "watch window ({:?}) must be > 0 and shorter than the interval ({:?})",
                 self.window, self.interval
+            ));
+        }
+        if self.regs_period_us != 0 && !(50..=10_000_000).contains(&self.regs_period_us) {
+            return Err(format!(
+                "register sampling period must be 0 (off) or 50..=10000000 us, got {}",
+                self.regs_period_us
             ));
         }
         if self.hold == 0 {
@@ -217,7 +227,22 @@ const PER_OWNER: usize = 512;
 /// 4 KiB pages; a thread with more has its edges found among the first ones).
 const PAGES_PER_OWNER: usize = 1 << 15;
 
-/// Fault addresses first touched by one thread.
+/// Pointers remembered per thread from its register samples (the newest replace the oldest:
+/// they stand for what it works on now).
+const PTRS_PER_OWNER: usize = 64;
+
+/// A register value from just below the sampled stack pointer (the red zone) to this far
+/// above it is an address in the thread's live stack frames (its locals): private, never
+/// watched. Not more: another mapping (a thread's data) may start right above a stack.
+const STACK_SPAN: u64 = 256 << 10;
+/// The red zone below the stack pointer (x86-64 ABI: 128 bytes; rounded up).
+const RED_ZONE: u64 = 256;
+
+/// Pages whose first-touching thread is remembered, for telling a thread's pointers into
+/// other threads' data from pointers into its own (4 GiB of 4 KiB pages).
+const PAGE_OWNERS: usize = 1 << 20;
+
+/// Fault addresses first touched by one thread, and the pointers its registers held.
 #[derive(Default)]
 struct Owner {
     pid: i32,
@@ -228,6 +253,24 @@ struct Owner {
     pages: std::collections::BTreeSet<u64>,
     edges: Vec<u64>,
     edges_stale: bool,
+    /// Recent pointers from the thread's registers into pages another thread first touched:
+    /// the data of others it is using now (a ring of [`PTRS_PER_OWNER`]).
+    foreign: Vec<u64>,
+    /// Recent pointers into its own pages or pages of unknown owner (same ring size).
+    ptrs: Vec<u64>,
+    /// Next ring positions of `foreign` and `ptrs`.
+    next_foreign: usize,
+    next_ptr: usize,
+}
+
+/// Push `v` into a ring of at most [`PTRS_PER_OWNER`] values at `*next`.
+fn ring_push(ring: &mut Vec<u64>, next: &mut usize, v: u64) {
+    if ring.len() < PTRS_PER_OWNER {
+        ring.push(v);
+    } else {
+        ring[*next % PTRS_PER_OWNER] = v;
+    }
+    *next = (*next + 1) % PTRS_PER_OWNER;
 }
 
 impl Owner {
@@ -277,6 +320,10 @@ struct SlotState {
     hitters: Vec<i32>,
     /// `age` when the last new thread was seen on it.
     fresh_age: u32,
+    /// Chosen from a pointer one thread held into another thread's page: likely shared, so
+    /// it is held up to `hold` windows for the two to show, not replaced after its first
+    /// window (when threads outnumber CPUs, both rarely run in the same window).
+    patient: bool,
     /// Touched by more threads than [`Scheduler::broadcast_limit`]: a barrier, a lock, a
     /// table every thread reads. Released after its window and never watched again.
     broadcast: bool,
@@ -305,6 +352,14 @@ pub struct Scheduler {
     /// (pid, line) of broadcast words seen (at most [`BROADCAST_LINES`], oldest dropped).
     broadcast_lines: Vec<(Option<i32>, u64)>,
     page_size: u64,
+    /// (pid, page) -> the thread that first touched it (at most [`PAGE_OWNERS`]).
+    page_owner: std::collections::HashMap<(i32, u64), i32>,
+    /// (pid, line) -> the threads whose registers held an address in it (up to one more than
+    /// the broadcast limit; at most [`PAGE_OWNERS`] lines).
+    pointer_holders: std::collections::HashMap<(i32, u64), Vec<i32>>,
+    /// The writable mappings read at the last refill: register values outside them are not
+    /// pointers to data (counters, hashes, code addresses) and are not kept.
+    last_writable: Vec<(u64, u64)>,
     pub windows: u64,
     /// Windows cut short by the hit budget.
     pub cut_windows: u64,
@@ -314,6 +369,11 @@ pub struct Scheduler {
     pub words: u64,
     /// Words that showed two or more threads.
     pub shared_words: u64,
+    /// Register samples read, and the pointers they gave into other threads' pages.
+    pub register_samples: u64,
+    pub foreign_pointers: u64,
+    /// Words chosen from register pointers (of [`Self::words`]).
+    pub pointer_words: u64,
 }
 
 impl Scheduler {
@@ -335,11 +395,17 @@ impl Scheduler {
             shared_pages: Vec::new(),
             broadcast_lines: Vec::new(),
             page_size: 4096,
+            page_owner: std::collections::HashMap::new(),
+            pointer_holders: std::collections::HashMap::new(),
+            last_writable: Vec::new(),
             windows: 0,
             cut_windows: 0,
             armed_time: Duration::ZERO,
             words: 0,
             shared_words: 0,
+            register_samples: 0,
+            foreign_pointers: 0,
+            pointer_words: 0,
         }
     }
 
@@ -361,12 +427,59 @@ impl Scheduler {
         if o.pages.len() < PAGES_PER_OWNER && o.pages.insert(page) {
             o.edges_stale = true;
         }
+        if self.page_owner.len() < PAGE_OWNERS {
+            self.page_owner.entry((pid, page)).or_insert(tid);
+        }
         if o.addrs.len() < PER_OWNER {
             o.addrs.push(addr);
         } else {
             let j = (r % o.seen) as usize;
             if j < PER_OWNER {
                 o.addrs[j] = addr;
+            }
+        }
+    }
+
+    /// A register sample of thread `tid`: `values` in [`super::events::REGS_MASK`] order, the
+    /// stack pointer at `sp_index`. Values that point into the process's writable data (as
+    /// of the last refill) and not at the thread's stack are remembered as what the thread
+    /// works on now; those into a page another thread first touched apart, as the likeliest
+    /// sharing.
+    pub fn add_pointers(&mut self, pid: i32, tid: i32, values: &[u64], sp_index: usize) {
+        self.register_samples += 1;
+        let sp = values.get(sp_index).copied();
+        let mask = !(self.page_size - 1);
+        for (k, &v) in values.iter().enumerate() {
+            if k == sp_index
+                || v < self.page_size
+                || sp.is_some_and(|sp| v >= sp.saturating_sub(RED_ZONE) && v < sp + STACK_SPAN)
+                || (!self.last_writable.is_empty() && !inside(&self.last_writable, v))
+            {
+                continue;
+            }
+            // A line whose address many threads hold is a global every thread uses (an array
+            // of buffer pointers, a counter): like a broadcast word, nothing to place by.
+            let limit = self.broadcast_limit();
+            if self.pointer_holders.len() < PAGE_OWNERS
+                || self.pointer_holders.contains_key(&(pid, v >> 6))
+            {
+                let h = self.pointer_holders.entry((pid, v >> 6)).or_default();
+                if !h.contains(&tid) && h.len() <= limit {
+                    h.push(tid);
+                }
+                if h.len() > limit {
+                    continue;
+                }
+            }
+            let first = self.page_owner.get(&(pid, v & mask)).copied();
+            let o = self.owners.entry(tid).or_default();
+            o.pid = pid;
+            match first {
+                Some(f) if f != tid => {
+                    self.foreign_pointers += 1;
+                    ring_push(&mut o.foreign, &mut o.next_foreign, v);
+                }
+                _ => ring_push(&mut o.ptrs, &mut o.next_ptr, v),
             }
         }
     }
@@ -426,10 +539,13 @@ impl Scheduler {
     /// now, and if its words are watched the window ends and new words are chosen.
     pub fn forget_process(&mut self, pid: i32) {
         self.owners.retain(|_, o| o.pid != pid);
+        self.page_owner.retain(|&(p, _), _| p != pid);
+        self.pointer_holders.retain(|&(p, _), _| p != pid);
         self.shared_pages.retain(|&(p, _)| p != Some(pid));
         self.broadcast_lines.retain(|&(p, _)| p != Some(pid));
         if self.current_pid == Some(pid) {
             self.slots.clear();
+            self.last_writable.clear();
             if self.armed {
                 self.next_at = self.window_start;
             }
@@ -537,6 +653,8 @@ impl Scheduler {
         self.slots.retain(|s| {
             if s.hitters.len() >= 2 && !s.broadcast {
                 s.age < hold && s.age - s.fresh_age < STALE
+            } else if s.patient && !s.broadcast {
+                s.age < hold
             } else {
                 s.age < probation
             }
@@ -557,6 +675,7 @@ impl Scheduler {
     /// resident writable words for slots still free.
     fn choose(&mut self, mem: &mut dyn AddressSpace, want: usize, keep: &[u64]) -> Vec<SlotState> {
         let writable = mem.writable();
+        self.last_writable.clone_from(&writable);
         let mut chosen: Vec<SlotState> = Vec::new();
         let mut lines: HashSet<u64> = keep.iter().map(|a| a >> 6).collect();
         let pid = mem.pid();
@@ -613,20 +732,52 @@ impl Scheduler {
             tries += 1;
             let o = owners[self.next_owner % owners.len()];
             self.next_owner += 1;
-            let (r, edge_pick, off) = (self.rand(), self.rand() % 2 == 0, self.rand());
+            let limit = self.broadcast_limit();
+            let (r, pick, off) = (self.rand(), self.rand() % 4, self.rand());
             let ps = self.page_size;
             let owner = self.owners.get_mut(&o).expect("owner listed");
-            let edges = owner.edges(ps);
-            // Every other pick a word of an edge page: data split among threads (a domain
-            // decomposed in slabs or chunks) is shared at the borders of each thread's part,
-            // which is a small fraction of its pages (a 3-D stencil's boundary planes, ~6 %).
-            let a = if edge_pick && !edges.is_empty() {
-                edges[(r % edges.len() as u64) as usize] + ((off % ps) & !7)
+            let o_pid = owner.pid;
+            // A pointer the thread held into another thread's page first (three picks in
+            // four when it has one): it is using that data now, so the watchpoint is likely to
+            // show the pair. Then its other recent pointers (every other pick), which follow
+            // what it touches now, not what it allocated first.
+            let from_regs = if !owner.foreign.is_empty() && pick < 3 {
+                Some((
+                    owner.foreign[(r % owner.foreign.len() as u64) as usize],
+                    true,
+                ))
+            } else if !owner.ptrs.is_empty() && pick % 2 == 0 {
+                Some((owner.ptrs[(r % owner.ptrs.len() as u64) as usize], false))
             } else {
+                None
+            };
+            // Held by many threads since it was remembered: a global, not this pair's data.
+            let from_regs = from_regs.filter(|&(a, _)| {
+                self.pointer_holders
+                    .get(&(o_pid, a >> 6))
+                    .is_none_or(|h| h.len() <= limit)
+            });
+            let edges = owner.edges(ps);
+            // Otherwise every other pick a word of an edge page: data split among threads (a
+            // domain decomposed in slabs or chunks) is shared at the borders of each thread's
+            // part, which is a small fraction of its pages (a 3-D stencil's boundary planes,
+            // ~6 %); else a first-touch fault address.
+            let a = if let Some((a, _)) = from_regs {
+                a
+            } else if pick % 2 == 1 && !edges.is_empty() {
+                edges[(r % edges.len() as u64) as usize] + ((off % ps) & !7)
+            } else if !owner.addrs.is_empty() {
                 owner.addrs[(r % owner.addrs.len() as u64) as usize]
+            } else {
+                continue;
             };
             if writable.is_empty() || inside(&writable, a) {
+                let before = chosen.len();
                 take(a, &mut chosen);
+                if let (Some((_, foreign)), Some(slot)) = (from_regs, chosen.get_mut(before)) {
+                    self.pointer_words += 1;
+                    slot.patient = foreign;
+                }
             }
         }
         // Then random resident writable words for the slots still free (no usable fault
@@ -717,6 +868,18 @@ mod tests {
         };
         assert!(bad.validate().is_err());
         assert!(WatchConfig { slots: 5, ..c }.validate().is_err());
+        assert!(WatchConfig {
+            regs_period_us: 1,
+            ..c
+        }
+        .validate()
+        .is_err());
+        assert!(WatchConfig {
+            regs_period_us: 0,
+            ..c
+        }
+        .validate()
+        .is_ok());
     }
 
     #[test]
@@ -728,6 +891,7 @@ mod tests {
             hold: 2,
             max_hits: 100,
             max_window: Duration::from_millis(1),
+            regs_period_us: 0,
         };
         let t0 = Instant::now();
         let mut s = Scheduler::new(cfg, t0, 7);
@@ -1042,6 +1206,103 @@ mod tests {
             }
             other => panic!("expected an arm action, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn pointers_into_other_threads_data_are_watched_first() {
+        // Eight threads first-touched a page each of the heap. Thread 1's registers hold a
+        // pointer into thread 5's page (the data it reads now), its stack, a small number and
+        // the address of a global array that every thread's registers hold.
+        let maps = vec![
+            (0x5555_0000, 0x5556_0000),
+            (0x7f10_0000_0000, 0x7f10_0010_0000),
+            (0x7ffd_0000_0000, 0x7ffd_0010_0000),
+        ];
+        let heap = |t: u64| 0x7f10_0000_0000 + t * 0x1000;
+        let global = 0x5555_0100;
+        let stack = 0x7ffd_000f_f000; // writable, but in the live frames above the stack pointer
+        let cfg = WatchConfig::default();
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 11);
+        for t in 1..=8 {
+            s.add_fault(100, t as i32, heap(t) + 8);
+        }
+        let sp = stack - 0x40;
+        let foreign = heap(5) + 0x208;
+        // The value layout of a sample: the stack pointer at REGS_SP_INDEX.
+        let sample = |v: &[u64]| {
+            let mut values = vec![0u64; 16];
+            values[..v.len()].copy_from_slice(v);
+            values[7] = sp;
+            values
+        };
+        let mut armed = HashSet::new();
+        let mut t = t0;
+        for round in 0..40 {
+            s.add_pointers(100, 1, &sample(&[foreign, stack, 42, global]), 7);
+            for o in 2..=8 {
+                s.add_pointers(100, o, &sample(&[heap(o as u64) + 16, global]), 7);
+            }
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(a)) = s.step(t, &mut || maps.clone()) {
+                // Thread 1 is seen sharing nothing, so it keeps its place among the owners.
+                if round > 0 {
+                    armed.extend(a);
+                }
+            }
+        }
+        assert!(s.foreign_pointers > 0);
+        assert!(s.pointer_words > 0);
+        assert!(armed.contains(&foreign), "{armed:x?}");
+        assert!(!armed.contains(&stack), "the stack is never watched");
+        assert!(!armed.contains(&42));
+        assert!(
+            !armed.contains(&global),
+            "a global every thread holds is not a pair's data: {armed:x?}"
+        );
+        // Register samples alone (no fault seen, e.g. after --attach) make a thread an owner
+        // whose words come from its pointers.
+        let mut s = Scheduler::new(cfg, t0, 3);
+        s.add_pointers(100, 9, &sample(&[heap(3) + 64]), 7);
+        match s.step(t0 + cfg.interval, &mut || maps.clone()) {
+            Some(Action::Arm(a)) => assert!(a.contains(&(heap(3) + 64)), "{a:x?}"),
+            other => panic!("expected an arm action, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_word_from_a_foreign_pointer_waits_for_both_threads() {
+        // Thread 1 holds a pointer into thread 2's page. With 64 threads on 2 CPUs the two
+        // seldom run in the same window, so the word stays armed (without hits) for `hold`
+        // windows, where a word from first-touch faults is replaced after one.
+        let maps = vec![(0x7f10_0000_0000, 0x7f10_0010_0000)];
+        let cfg = WatchConfig {
+            slots: 1,
+            ..WatchConfig::default()
+        };
+        let t0 = Instant::now();
+        let mut s = Scheduler::new(cfg, t0, 5);
+        s.add_fault(100, 1, 0x7f10_0000_1008);
+        s.add_fault(100, 2, 0x7f10_0000_2008);
+        let mut values = vec![0u64; 16];
+        values[0] = 0x7f10_0000_2100;
+        values[7] = 0x7ffd_0000_0000;
+        let mut t = t0;
+        let mut arms = Vec::new();
+        while arms.len() < 12 {
+            // Pointer samples keep coming; the first refill reads the mappings.
+            s.add_pointers(100, 1, &values, 7);
+            t = s.next_at().max(t);
+            if let Some(Action::Arm(a)) = s.step(t, &mut || maps.clone()) {
+                arms.push(a[0]);
+            }
+        }
+        let run = arms
+            .iter()
+            .skip_while(|&&a| a != 0x7f10_0000_2100)
+            .take_while(|&&a| a == 0x7f10_0000_2100)
+            .count();
+        assert_eq!(run, cfg.hold as usize, "{arms:x?}");
     }
 
     /// A fixed process and its mappings (no residency information).
