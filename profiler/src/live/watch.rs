@@ -238,6 +238,10 @@ const STACK_SPAN: u64 = 256 << 10;
 /// The red zone below the stack pointer (x86-64 ABI: 128 bytes; rounded up).
 const RED_ZONE: u64 = 256;
 
+/// Threads whose registers may hold an address in one line before it counts as a global
+/// (see [`Scheduler::add_pointers`]).
+const POINTER_HOLDERS: usize = 3;
+
 /// Pages whose first-touching thread is remembered, for telling a thread's pointers into
 /// other threads' data from pointers into its own (4 GiB of 4 KiB pages).
 const PAGE_OWNERS: usize = 1 << 20;
@@ -457,9 +461,12 @@ impl Scheduler {
             {
                 continue;
             }
-            // A line whose address many threads hold is a global every thread uses (an array
-            // of buffer pointers, a counter): like a broadcast word, nothing to place by.
-            let limit = self.broadcast_limit();
+            // A line whose address many threads hold is a global every thread uses (a
+            // barrier they wait in, a counter): like a broadcast word, nothing to place by.
+            // Sooner than a watched word's broadcast limit: at any instant a thread points at
+            // a few lines of the data it shares, so two sharers rarely hold the same line, and
+            // one window of a barrier word adds every pair of threads to the matrix.
+            let limit = self.broadcast_limit().min(POINTER_HOLDERS);
             if self.pointer_holders.len() < PAGE_OWNERS
                 || self.pointer_holders.contains_key(&(pid, v >> 6))
             {
@@ -732,7 +739,7 @@ impl Scheduler {
             tries += 1;
             let o = owners[self.next_owner % owners.len()];
             self.next_owner += 1;
-            let limit = self.broadcast_limit();
+            let limit = self.broadcast_limit().min(POINTER_HOLDERS);
             let (r, pick, off) = (self.rand(), self.rand() % 4, self.rand());
             let ps = self.page_size;
             let owner = self.owners.get_mut(&o).expect("owner listed");
