@@ -261,10 +261,12 @@ fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
         pairs_profile(&job.join(format!("task{r}")), 2);
     }
     let node = contract::launcher::node_names(None)[0].clone();
-    let run_rank = |rank: usize, local: usize, hosts: &str| {
+    // Rank RANK, the LOCAL-th of 2 on this node, of 4 placed by HOSTS; OPTS before `--`.
+    let rank_with = |rank: usize, local: usize, hosts: &str, opts: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_cmlb"))
             .args(["run", "--job-rank", "--profile", job.to_str().unwrap()])
-            .args(["--bind", "omp", "--show-pins", "--"])
+            .args(opts)
+            .arg("--")
             .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status"])
             .env_remove("OMP_NUM_THREADS")
             .env("OMPI_COMM_WORLD_RANK", rank.to_string())
@@ -275,6 +277,8 @@ fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
             .output()
             .unwrap()
     };
+    let run_rank =
+        |rank, local, hosts: &str| rank_with(rank, local, hosts, &["--bind", "omp", "--show-pins"]);
     let cpus = |o: &Output| {
         let out = String::from_utf8_lossy(&o.stdout).to_string();
         out.trim().rsplit('\t').next().unwrap().trim().to_string()
@@ -325,17 +329,7 @@ fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let scratch = open.join("scratch");
     std::fs::create_dir(&scratch).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
-        .args(["run", "--job-rank", "--profile", job.to_str().unwrap()])
-        .args(["--job-scratch", scratch.to_str().unwrap(), "--"])
-        .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status"])
-        .env("OMPI_COMM_WORLD_RANK", "1")
-        .env("OMPI_COMM_WORLD_SIZE", "4")
-        .env("OMPI_COMM_WORLD_LOCAL_RANK", "0")
-        .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
-        .env(contract::env::RANK_HOSTS, &hosts)
-        .output()
-        .unwrap();
+    let o = rank_with(1, 0, &hosts, &["--job-scratch", scratch.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -345,17 +339,7 @@ fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
     assert_eq!(contract::parse_cpu_list(&cpus(&o)).unwrap(), own);
     // A saved topology larger than this machine: the plan may name PUs this process cannot
     // have; the rank still runs (pinned inside its CPUs, or unpinned with one line).
-    let o = Command::new(env!("CARGO_BIN_EXE_cmlb"))
-        .args(["run", "--job-rank", "--profile", job.to_str().unwrap()])
-        .args(["--topology", "pack:1 core:64 pu:1", "--"])
-        .args(["sh", "-c", "grep Cpus_allowed_list /proc/self/status"])
-        .env("OMPI_COMM_WORLD_RANK", "3")
-        .env("OMPI_COMM_WORLD_SIZE", "4")
-        .env("OMPI_COMM_WORLD_LOCAL_RANK", "1")
-        .env("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
-        .env(contract::env::RANK_HOSTS, &hosts)
-        .output()
-        .unwrap();
+    let o = rank_with(3, 1, &hosts, &["--topology", "pack:1 core:64 pu:1"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let got = contract::parse_cpu_list(&cpus(&o)).unwrap();

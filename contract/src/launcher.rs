@@ -54,15 +54,31 @@ pub fn parent_forks_ranks() -> bool {
     std::fs::read_to_string(format!("/proc/{ppid}/comm")).is_ok_and(|c| forks_ranks(&c))
 }
 
-/// The variables whose presence makes a process a rank (one per launcher family).
-const RANK_MARKERS: &[&str] = &["OMPI_COMM_WORLD_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"];
+/// The rank variables of Open MPI, MPICH/Intel MPI (hydra) and MVAPICH: rank, size, local
+/// rank, local size. The first of each set makes a process a rank.
+const RANK_VARS: &[[&str; 4]] = &[
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+    ],
+    ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"],
+    [
+        "MV2_COMM_WORLD_RANK",
+        "MV2_COMM_WORLD_SIZE",
+        "MV2_COMM_WORLD_LOCAL_RANK",
+        "MV2_COMM_WORLD_LOCAL_SIZE",
+    ],
+];
 
 /// An environment block (`/proc/PID/environ`: `K=V` entries separated by NUL) that names a
 /// rank: a rank's own children and shells inherit it; a launcher's does not hold it.
 pub fn environ_names_a_rank(environ: &[u8]) -> bool {
     environ.split(|&b| b == 0).any(|kv| {
-        RANK_MARKERS
+        RANK_VARS
             .iter()
+            .map(|set| set[0])
             .any(|m| kv.len() > m.len() && kv.starts_with(m.as_bytes()) && kv[m.len()] == b'=')
     })
 }
@@ -94,26 +110,11 @@ pub struct RankIds {
     pub local_size: usize,
 }
 
-/// The rank variables of Open MPI, MPICH/Intel MPI (hydra) and MVAPICH, in that order; `None`
-/// when no launcher set a complete, consistent set.
+/// The rank as [`RANK_VARS`] name it (Open MPI, MPICH/Intel MPI, MVAPICH, in that order);
+/// `None` when no launcher set a complete, consistent set.
 pub fn rank_ids(get: impl Fn(&str) -> Option<String>) -> Option<RankIds> {
-    const SETS: &[[&str; 4]] = &[
-        [
-            "OMPI_COMM_WORLD_RANK",
-            "OMPI_COMM_WORLD_SIZE",
-            "OMPI_COMM_WORLD_LOCAL_RANK",
-            "OMPI_COMM_WORLD_LOCAL_SIZE",
-        ],
-        ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"],
-        [
-            "MV2_COMM_WORLD_RANK",
-            "MV2_COMM_WORLD_SIZE",
-            "MV2_COMM_WORLD_LOCAL_RANK",
-            "MV2_COMM_WORLD_LOCAL_SIZE",
-        ],
-    ];
     let num = |k: &str| get(k).and_then(|v| v.trim().parse::<usize>().ok());
-    SETS.iter().find_map(|s| {
+    RANK_VARS.iter().find_map(|s| {
         let ids = RankIds {
             rank: num(s[0])?,
             size: num(s[1])?,

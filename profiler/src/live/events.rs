@@ -152,6 +152,32 @@ fn base_builder<'a>(b: &mut Builder<'a>, target: i32, cpu: usize, o: &OpenOpts) 
         .exclude_hv(true);
 }
 
+/// Open a software or breakpoint sampler set up in `b` as `kind` on `target` and `cpu`, with
+/// its ring buffer; `what` names the event and its ring buffer in errors.
+fn open_sampled(
+    b: &mut Builder,
+    (kind, target, cpu): (StreamKind, i32, usize),
+    o: &OpenOpts,
+    what: [&str; 2],
+) -> Result<Stream> {
+    let attrs = *b.attrs();
+    let counter = b
+        .build()
+        .map_err(|e| classify_open_error(e, what[0], target))?;
+    let sampler = counter
+        .sampled(o.buffer_bytes)
+        .map_err(|e| classify_open_error(e, what[1], target))?;
+    Ok(Stream {
+        sampler,
+        kind,
+        target,
+        cpu,
+        attrs,
+        watched: PARKED_ADDR,
+        leader: None,
+    })
+}
+
 /// Open the `page-faults` sampler of `target` on `cpu`, sampling every `period`-th fault, with
 /// task (FORK/EXIT) and COMM records for thread tracking.
 pub fn open_faults(target: i32, cpu: usize, period: u64, o: &OpenOpts) -> Result<Stream> {
@@ -164,22 +190,12 @@ pub fn open_faults(target: i32, cpu: usize, period: u64, o: &OpenOpts) -> Result
         .sample_id_all(true)
         .enable_on_exec(o.enable_on_exec)
         .enabled(!o.enable_on_exec);
-    let attrs = *b.attrs();
-    let counter = b
-        .build()
-        .map_err(|e| classify_open_error(e, "page-fault sampling", target))?;
-    let sampler = counter
-        .sampled(o.buffer_bytes)
-        .map_err(|e| classify_open_error(e, "page-fault ring buffer", target))?;
-    Ok(Stream {
-        sampler,
-        kind: StreamKind::Faults,
-        target,
-        cpu,
-        attrs,
-        watched: PARKED_ADDR,
-        leader: None,
-    })
+    open_sampled(
+        &mut b,
+        (StreamKind::Faults, target, cpu),
+        o,
+        ["page-fault sampling", "page-fault ring buffer"],
+    )
 }
 
 /// Open the register sampler of `target` on `cpu`: a `task-clock` sample every `period_ns` of
@@ -195,22 +211,15 @@ pub fn open_regs(target: i32, cpu: usize, period_ns: u64, o: &OpenOpts) -> Resul
         .sample_period(period_ns)
         .enable_on_exec(o.enable_on_exec)
         .enabled(!o.enable_on_exec);
-    let attrs = *b.attrs();
-    let counter = b
-        .build()
-        .map_err(|e| classify_open_error(e, "register sampling (task-clock)", target))?;
-    let sampler = counter
-        .sampled(o.buffer_bytes)
-        .map_err(|e| classify_open_error(e, "register sampling ring buffer", target))?;
-    Ok(Stream {
-        sampler,
-        kind: StreamKind::Regs,
-        target,
-        cpu,
-        attrs,
-        watched: PARKED_ADDR,
-        leader: None,
-    })
+    open_sampled(
+        &mut b,
+        (StreamKind::Regs, target, cpu),
+        o,
+        [
+            "register sampling (task-clock)",
+            "register sampling ring buffer",
+        ],
+    )
 }
 
 /// An address no program maps (the first page), used for a watchpoint that is not armed yet.
@@ -221,22 +230,12 @@ pub fn open_watch(target: i32, cpu: usize, slot: usize, o: &OpenOpts) -> Result<
     let mut b = Builder::new(Breakpoint::read_write(PARKED_ADDR, 8));
     base_builder(&mut b, target, cpu, o);
     b.sample_period(1).enabled(false);
-    let attrs = *b.attrs();
-    let counter = b
-        .build()
-        .map_err(|e| classify_open_error(e, "watchpoint (breakpoint PMU)", target))?;
-    let sampler = counter
-        .sampled(o.buffer_bytes)
-        .map_err(|e| classify_open_error(e, "watchpoint ring buffer", target))?;
-    Ok(Stream {
-        sampler,
-        kind: StreamKind::Watch(slot),
-        target,
-        cpu,
-        attrs,
-        watched: PARKED_ADDR,
-        leader: None,
-    })
+    open_sampled(
+        &mut b,
+        (StreamKind::Watch(slot), target, cpu),
+        o,
+        ["watchpoint (breakpoint PMU)", "watchpoint ring buffer"],
+    )
 }
 
 /// Open a precise memory-sampling event (under its group leader, if it has one). `target`

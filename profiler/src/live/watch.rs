@@ -453,6 +453,7 @@ impl Scheduler {
         self.register_samples += 1;
         let sp = values.get(sp_index).copied();
         let mask = !(self.page_size - 1);
+        let limit = self.pointer_holder_limit();
         for (k, &v) in values.iter().enumerate() {
             if k == sp_index
                 || v < self.page_size
@@ -461,12 +462,7 @@ impl Scheduler {
             {
                 continue;
             }
-            // A line whose address many threads hold is a global every thread uses (a
-            // barrier they wait in, a counter): like a broadcast word, nothing to place by.
-            // Sooner than a watched word's broadcast limit: at any instant a thread points at
-            // a few lines of the data it shares, so two sharers rarely hold the same line, and
-            // one window of a barrier word adds every pair of threads to the matrix.
-            let limit = self.broadcast_limit().min(POINTER_HOLDERS);
+            // A line whose address many threads hold is a global (pointer_holder_limit).
             if self.pointer_holders.len() < PAGE_OWNERS
                 || self.pointer_holders.contains_key(&(pid, v >> 6))
             {
@@ -588,6 +584,15 @@ impl Scheduler {
     /// the threads seen, at least 4 (a group of 4 sharing threads is structure).
     fn broadcast_limit(&self) -> usize {
         (self.threads_seen() / 4).max(4)
+    }
+
+    /// More threads than this holding an address in one line make it a global every thread
+    /// uses (a barrier they wait in, a counter): like a broadcast word, nothing to place by.
+    /// Sooner than a watched word's broadcast limit: at any instant a thread points at a few
+    /// lines of the data it shares, so two sharers rarely hold the same line, and one window
+    /// of a barrier word adds every pair of threads to the matrix.
+    fn pointer_holder_limit(&self) -> usize {
+        self.broadcast_limit().min(POINTER_HOLDERS)
     }
 
     /// Threads seen touching memory (a first-touch fault) in the process whose words are
@@ -733,13 +738,13 @@ impl Scheduler {
             .filter(|t| !self.partners.contains_key(t))
             .collect();
         let owners = if without.is_empty() { all } else { without };
+        let limit = self.pointer_holder_limit();
         let mut tries = 0;
         // Fault candidates first; rejected (read-only) ones use up tries too.
         while !owners.is_empty() && chosen.len() < want && tries < 8 * want {
             tries += 1;
             let o = owners[self.next_owner % owners.len()];
             self.next_owner += 1;
-            let limit = self.broadcast_limit().min(POINTER_HOLDERS);
             let (r, pick, off) = (self.rand(), self.rand() % 4, self.rand());
             let ps = self.page_size;
             let owner = self.owners.get_mut(&o).expect("owner listed");
