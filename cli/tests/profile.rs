@@ -732,3 +732,52 @@ fn every_backend_writes_a_profile_that_maps() {
         assert!(m.status.success(), "{backend}: {}", text(&m.stderr));
     }
 }
+
+/// `--job-scratch` (the plugin's rank-wrap, ranks on nodes it does not run on): a scratch
+/// directory another user could swap is not written to. The rank runs unprofiled with one
+/// line, and an MPI tracer in its environment writes into a private directory instead, so the
+/// rank still takes part in the tracer's collective.
+#[test]
+fn a_rank_with_an_untrusted_scratch_directory_runs_unprofiled() {
+    let d = tempfile::tempdir().unwrap();
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let scratch = open.join("scratch");
+    let out = scratch.join("job/task0");
+    let ranks = scratch.join("job/ranks");
+    let o = cmlb(
+        &[
+            "profile",
+            "--run-anyway",
+            "--job-scratch",
+            scratch.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo \"tracer out: $CMLB_RANKS_OUT\"; exit 3",
+        ],
+        &[("CMLB_RANKS_OUT", ranks.to_str().unwrap())],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "the command's own status: {err}");
+    assert!(
+        err.contains("writable by other users and not sticky") && err.contains("unprofiled"),
+        "{err}"
+    );
+    let said = text(&o.stdout);
+    let private = said
+        .trim()
+        .strip_prefix("tracer out: ")
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(!Path::new(private).starts_with(&open), "{private}");
+    assert!(Path::new(private).is_dir(), "{private}");
+    assert!(err.contains(private), "the line names it: {err}");
+    assert!(
+        !out.exists() && !ranks.exists(),
+        "nothing written below the scratch directory"
+    );
+    let _ = std::fs::remove_dir_all(private);
+}
