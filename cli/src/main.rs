@@ -16,6 +16,7 @@ macro_rules! say {
 }
 
 mod cmd;
+mod stats;
 
 #[derive(Parser)]
 #[command(
@@ -43,6 +44,8 @@ enum Command {
     Map(cmd::map::Args),
     /// Profile if needed, map, and run a program with its threads pinned (no Slurm needed).
     Run(cmd::run::Args),
+    /// Time a program under several placements, interleaved: is cmlb's plan faster?
+    Bench(cmd::bench::Args),
     /// Compare every strategy and Scotch on known patterns and EagerMap's matrices.
     Eval(cmd::eval::Args),
     /// Write an HTML page with heat maps, timeline, load bars and the plan on the topology.
@@ -69,7 +72,7 @@ fn main() {
     // go through `say!`, and its own pipes handle EPIPE). Launched commands get the default
     // disposition either way (std resets it for them).
     let supervises = match &cli.command {
-        Command::Run(_) => true,
+        Command::Run(_) | Command::Bench(_) => true,
         Command::Profile(a) => !a.probe_only(),
         _ => false,
     };
@@ -91,6 +94,7 @@ fn main() {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Map(a) => cmd::map::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Eval(a) => cmd::eval::run(a),
         Command::Profile(a) => cmd::profile::run(a).map(|code| std::process::exit(code)),

@@ -132,7 +132,7 @@ impl RankRow {
 
     /// Every row of a concatenation of [`RankRow::encode`] outputs.
     pub fn decode_all(bytes: &[u8]) -> Result<Vec<RankRow>, DecodeError> {
-        if bytes.len() % 8 != 0 {
+        if !bytes.len().is_multiple_of(8) {
             return Err(DecodeError(format!(
                 "{} bytes is not a whole number of words",
                 bytes.len()

@@ -44,7 +44,7 @@ fn pattern(name: &str, source: &str, n: usize, f: impl Fn(usize, usize) -> f64) 
 pub fn patterns(n: usize) -> Vec<EvalInput> {
     let side = (1..=n)
         .rev()
-        .find(|w| n % w == 0 && w * w <= n)
+        .find(|w| n.is_multiple_of(*w) && w * w <= n)
         .unwrap_or(1);
     let (cols, rows) = (n / side, side);
     let mut v = vec![

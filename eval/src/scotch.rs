@@ -85,7 +85,7 @@ pub fn write_tgt(topo: &Topology) -> Result<String> {
         .filter(|p| p.core == topo.pus[0].core)
         .count();
     let uniform = topo.numa.iter().all(|n| n.pus.len() == per_numa)
-        && per_numa % per_core == 0
+        && per_numa.is_multiple_of(per_core)
         && topo.pus.iter().enumerate().all(|(k, p)| {
             topo.numa_position(p.numa) == Some(k / per_numa)
                 && topo.pus[(k / per_core) * per_core].core == p.core

@@ -55,7 +55,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let mut inputs = Vec::new();
     if a.patterns > 0 {
-        if a.patterns < 8 || a.patterns % 8 != 0 || a.patterns > MAX_PATTERN_THREADS {
+        if a.patterns < 8 || !a.patterns.is_multiple_of(8) || a.patterns > MAX_PATTERN_THREADS {
             anyhow::bail!(
                 "--patterns {}: use a multiple of 8 up to {MAX_PATTERN_THREADS} (or 0 for none)",
                 a.patterns

@@ -100,15 +100,15 @@ fn parse_backend(s: &str) -> Result<String, String> {
     super::profile::parse_backend(s).map(|_| s.to_string())
 }
 
-fn parse_bind(s: &str) -> Result<BindMode, String> {
+pub(crate) fn parse_bind(s: &str) -> Result<BindMode, String> {
     BindMode::parse(s)
         .ok_or_else(|| format!("unknown bind mode '{s}' (expected omp, preload or both)"))
 }
 
 /// What to do with COMMAND once the plan is known: its CPU mask and environment.
-struct Launch {
-    mask: Vec<u32>,
-    env: Vec<(String, String)>,
+pub(crate) struct Launch {
+    pub(crate) mask: Vec<u32>,
+    pub(crate) env: Vec<(String, String)>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -156,7 +156,7 @@ pub fn run(a: Args) -> Result<()> {
 
 /// The pipeline's plan for this process as one task on its own CPUs; a pre-run first when
 /// there is no profile yet.
-fn plan(a: &Args) -> Result<Option<Launch>> {
+pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
     // Before any pre-run: a missing library must not cost a run of the program first.
     let (bind, lib) = match a.bind {
         BindMode::Omp => (BindMode::Omp, None),
@@ -389,7 +389,7 @@ fn cgroup_cpus() -> Option<Vec<u32>> {
 
 /// Where `exec` would find `prog`: as given when it has a `/`, else the first executable file
 /// of that name on PATH.
-fn find_program(prog: &str) -> Result<PathBuf> {
+pub(crate) fn find_program(prog: &str) -> Result<PathBuf> {
     let runnable =
         |p: &Path| p.is_file() && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok();
     if prog.contains('/') {

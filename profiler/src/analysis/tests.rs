@@ -27,7 +27,11 @@ fn ring(n: usize, ms: u64) -> Vec<Sample> {
     for (k, t) in (0..ms * MS).step_by(step as usize).enumerate() {
         let k = k as u64;
         for i in 0..n {
-            let buf = if k % 2 == 0 { i } else { (i + n - 1) % n };
+            let buf = if k.is_multiple_of(2) {
+                i
+            } else {
+                (i + n - 1) % n
+            };
             let line = (k / 2 * 7) % 32;
             out.push(s(
                 100 + i as i32,

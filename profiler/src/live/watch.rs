@@ -712,7 +712,7 @@ impl Scheduler {
             .filter(|&&(p, _)| p == pid)
             .map(|&(_, pg)| pg)
             .collect();
-        if !pages.is_empty() && self.rand() % 4 == 0 {
+        if !pages.is_empty() && self.rand().is_multiple_of(4) {
             let r = self.rand();
             let page = pages[(r % pages.len() as u64) as usize];
             // A word of the page or of its neighbours (arrays span pages).

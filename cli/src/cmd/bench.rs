@@ -1,0 +1,670 @@
+//! `cmlb bench`: "is my program faster with it?" — the program run under each placement
+//! (what the user has without cmlb, `compact`, `scatter`, the cmlb plan), interleaved, its wall
+//! time compared as a ratio with a 95 % interval from an exact rank test.
+
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use mapper::strategy;
+use mapper::topology::format_cpu_list;
+use mapper::StrategySpec;
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::run;
+use crate::stats::{self, Comparison};
+
+/// The placement that is what the user had without cmlb: the OS schedules the threads.
+const UNPINNED: &str = "unpinned";
+/// The placement `cmlb run` would use (its `--strategy`, behind the guard).
+const PLAN: &str = "cmlb";
+/// Relative width (hi/lo - 1) of the main interval above which more rounds are run.
+const WIDE: f64 = 0.10;
+
+#[derive(ClapArgs)]
+#[command(
+    about = "Time a program under several placements, interleaved, and say whether cmlb's plan \
+is faster",
+    long_about = "Runs COMMAND under each placement of --placements, one run of each per round, \
+the order rotated every round (A B C, B C A, C A B, ...) so that a drift of the machine falls \
+on all of them alike, for --runs rounds (more, up to --max-runs, while the interval of the \
+main comparison is wider than 10 %). An untimed warm-up run comes first.\n\n\
+Placements: `unpinned` (no CPU mask, no preload: what the user has without cmlb), `cmlb` (the \
+plan `cmlb run` makes with --strategy, behind its guard: when the profile cannot support a \
+plan it is creation order, and the summary line says so), or any strategy name of \
+`cmlb map --list` (e.g. compact, scatter). The profile comes as for `cmlb run`: --profile DIR, \
+the cached profile of this command, or a profiling pre-run (untimed).\n\n\
+Per placement it reports the median wall time, user+sys CPU time, context switches and page \
+faults of the program (from wait4), and on kernels with NUMA balancing the share of the \
+kernel's sampled accesses that were local (numa_hint_faults_local / numa_hint_faults, \
+/proc/vmstat, machine-wide during the run). Each placement's wall time is compared with \
+--baseline's as a ratio (Hodges-Lehmann estimate: the median of all run-time ratios) with a \
+95 % confidence interval from the exact Mann-Whitney rank test; an interval that holds 1 is \
+\"no significant difference\". The last line is the verdict for `cmlb` (or the last \
+placement) against the baseline.\n\n\
+Every run is written to OUT/bench.csv as it ends (rewritten whole, never half-written). If \
+COMMAND fails under a placement, cmlb bench says which, shows the end of its stderr and stops \
+with exit status 1; the runs done so far stay in the CSV. COMMAND's output is discarded \
+(stderr of the latest run is kept in OUT/run.stderr) unless --show-output.",
+    after_help = "Examples:\n  cmlb bench -- ./app 8\n  cmlb bench --runs 9 --placements \
+unpinned,compact,cmlb -- ./solver input.dat\n  cmlb bench --profile prof --baseline compact -- ./app"
+)]
+pub struct Args {
+    /// Timed runs of each placement (at least 4: fewer cannot give a 95 % interval).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(4..=1000))]
+    pub runs: u32,
+    /// Most runs of each placement when the main interval is wide (default: twice --runs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=1000))]
+    pub max_runs: Option<u32>,
+    /// Placements to compare, comma-separated: unpinned, cmlb, or strategy names.
+    #[arg(long, default_value = "unpinned,compact,scatter,cmlb", value_delimiter = ',',
+          value_parser = parse_placement)]
+    pub placements: Vec<String>,
+    /// The placement every other one is compared with.
+    #[arg(long, default_value = UNPINNED, value_parser = parse_placement)]
+    pub baseline: String,
+    /// Untimed runs before the first round (page cache, CPU frequency).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub warmup: u32,
+    /// Directory for bench.csv and run.stderr (created if missing).
+    #[arg(long, default_value = "cmlb-bench", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Let COMMAND's stdout and stderr through instead of discarding them.
+    #[arg(long)]
+    pub show_output: bool,
+    /// Strategy of the `cmlb` placement (as `cmlb run --strategy`).
+    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+          value_name = "NAME[:key=value,...]")]
+    pub strategy: StrategySpec,
+    /// Use this profile directory (no pre-run).
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// Cache of profiles by command (as `cmlb run --cache`).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// `live`, an hwloc XML file or a synthetic description (as `cmlb run --topology`).
+    #[arg(long, default_value = "live")]
+    pub topology: String,
+    /// Longest profiling pre-run, in seconds, when there is no profile yet.
+    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
+    pub time: f64,
+    /// omp, preload or both (as `cmlb run --bind`).
+    #[arg(long, default_value = "both")]
+    pub bind: String,
+    /// The pthread_create preload library (default: libcmlb_preload.so next to cmlb).
+    #[arg(long, value_name = "FILE")]
+    pub preload: Option<PathBuf>,
+    /// The program and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+fn parse_placement(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s == UNPINNED || s == PLAN || strategy::names().contains(&s) {
+        return Ok(s.to_string());
+    }
+    Err(format!(
+        "unknown placement '{s}' (expected {UNPINNED}, {PLAN} or a strategy: {})",
+        strategy::names().join(", ")
+    ))
+}
+
+/// One placement: its name and what each run of it gets (CPU mask and environment), `None`
+/// for a run as the user would start it.
+struct Placement {
+    name: String,
+    launch: Option<run::Launch>,
+    /// Why a placement other than `unpinned` runs unpinned (no plan could be made).
+    note: Option<String>,
+}
+
+/// What one run of the program measured.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub round: u32,
+    pub placement: String,
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub max_rss_kib: i64,
+    pub minor_faults: i64,
+    pub major_faults: i64,
+    pub voluntary_cs: i64,
+    pub involuntary_cs: i64,
+    /// /proc/vmstat deltas over the run (machine-wide; 0 without NUMA balancing).
+    pub hint_faults: u64,
+    pub hint_faults_local: u64,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    super::positive_secs(a.time, "--time")?;
+    let mut names: Vec<String> = Vec::new();
+    for p in &a.placements {
+        if names.contains(p) {
+            bail!("--placements names {p} twice");
+        }
+        names.push(p.clone());
+    }
+    if !names.contains(&a.baseline) {
+        bail!(
+            "--baseline {} is not one of --placements ({})",
+            a.baseline,
+            names.join(",")
+        );
+    }
+    if names.len() < 2 {
+        bail!("--placements needs at least two placements to compare");
+    }
+    let max_runs = a.max_runs.unwrap_or(2 * a.runs).max(a.runs);
+    let program = run::find_program(&a.command[0])?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let csv = a.out.join("bench.csv");
+    let err_file = a.out.join("run.stderr");
+
+    let placements = names
+        .iter()
+        .map(|n| placement(&a, n))
+        .collect::<Result<Vec<_>>>()?;
+    let main = if names.iter().any(|n| n == PLAN) && a.baseline != PLAN {
+        PLAN.to_string()
+    } else {
+        names
+            .iter()
+            .rev()
+            .find(|n| **n != a.baseline)
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    let io = RunIo {
+        show_output: a.show_output,
+        stderr_file: err_file.clone(),
+    };
+    for w in 0..a.warmup {
+        say!("cmlb bench: warm-up run {}/{}", w + 1, a.warmup);
+        let p = &placements[0];
+        let s = run_once(&program, &a.command, p, 0, &io)?;
+        if let Err(e) = s {
+            bail!("{} failed in the warm-up run ({e})", a.command[0]);
+        }
+    }
+
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut round = 0u32;
+    loop {
+        let n = placements.len();
+        for k in 0..n {
+            let p = &placements[(k + round as usize) % n];
+            match run_once(&program, &a.command, p, round + 1, &io)? {
+                Ok(s) => {
+                    say!(
+                        "cmlb bench: round {}/{}: {:<10} {:.3} s",
+                        round + 1,
+                        if round < a.runs { a.runs } else { max_runs },
+                        p.name,
+                        s.wall_s
+                    );
+                    samples.push(s);
+                    write_csv(&csv, &samples)?;
+                }
+                Err(status) => {
+                    let tail = stderr_tail(&err_file, 5);
+                    if !tail.is_empty() {
+                        say!("cmlb bench: end of its stderr:\n{tail}");
+                    }
+                    bail!(
+                        "{} failed under placement {} in round {} ({status}); stopped, the {} \
+                         runs done are in {}",
+                        a.command[0],
+                        p.name,
+                        round + 1,
+                        samples.len(),
+                        csv.display()
+                    );
+                }
+            }
+        }
+        round += 1;
+        if round < a.runs {
+            continue;
+        }
+        if round >= max_runs {
+            break;
+        }
+        match compare(&samples, &main, &a.baseline) {
+            Some(c) if c.hi / c.lo - 1.0 <= WIDE => break,
+            Some(c) => say!(
+                "cmlb bench: {main}/{} interval {:.3}-{:.3} is wider than {:.0} %: one more round",
+                a.baseline,
+                c.lo,
+                c.hi,
+                WIDE * 100.0
+            ),
+            None => break,
+        }
+    }
+    print!("{}", table(&placements, &samples, &a.baseline));
+    println!("{}", verdict(&samples, &main, &a.baseline, &placements));
+    say!("cmlb bench: {} runs in {}", samples.len(), csv.display());
+    Ok(())
+}
+
+/// How to make a placement: through `cmlb run`'s own planning, so that the bench times
+/// exactly what `cmlb run --strategy NAME` would start.
+fn placement(a: &Args, name: &str) -> Result<Placement> {
+    if name == UNPINNED {
+        return Ok(Placement {
+            name: name.into(),
+            launch: None,
+            note: None,
+        });
+    }
+    let spec = if name == PLAN {
+        a.strategy.clone()
+    } else {
+        StrategySpec::parse(name)?
+    };
+    let ra = run::Args {
+        strategy: spec,
+        profile: a.profile.clone(),
+        save_profile: None,
+        cache: a.cache.clone(),
+        topology: a.topology.clone(),
+        time: a.time,
+        backend: None,
+        period: None,
+        bind: run::parse_bind(&a.bind).map_err(anyhow::Error::msg)?,
+        preload: a.preload.clone(),
+        strict: false,
+        dry_run: false,
+        job_rank: false,
+        show_pins: false,
+        job_scratch: None,
+        command: a.command.clone(),
+    };
+    say!("cmlb bench: placement {name}:");
+    match run::plan(&ra) {
+        Ok(Some(l)) => Ok(Placement {
+            name: name.into(),
+            launch: Some(l),
+            note: None,
+        }),
+        Ok(None) => Ok(Placement {
+            name: name.into(),
+            launch: None,
+            note: Some("no plan: runs unpinned".into()),
+        }),
+        Err(e) => {
+            let why = crate::one_line(&e);
+            say!("cmlb bench: warning: placement {name}: {why}; it runs unpinned");
+            Ok(Placement {
+                name: name.into(),
+                launch: None,
+                note: Some(format!("no plan ({why}): runs unpinned")),
+            })
+        }
+    }
+}
+
+struct RunIo {
+    show_output: bool,
+    stderr_file: PathBuf,
+}
+
+/// Run the program once under `p`: `Ok(Err(status))` when it failed.
+fn run_once(
+    program: &Path,
+    command: &[String],
+    p: &Placement,
+    round: u32,
+    io: &RunIo,
+) -> Result<std::result::Result<Sample, String>> {
+    let to_c = |s: &str| CString::new(s).with_context(|| format!("NUL byte in '{s}'"));
+    let path = to_c(&program.to_string_lossy())?;
+    let argv = command
+        .iter()
+        .map(|s| to_c(s))
+        .collect::<Result<Vec<_>>>()?;
+    // The environment each run gets, built before the fork; the preload's pid is the child's
+    // own, patched in the child.
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    let mut mask: Option<&[u32]> = None;
+    if let Some(l) = &p.launch {
+        for (k, v) in &l.env {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        mask = Some(&l.mask);
+    }
+    let pid_at = env.iter().position(|(k, _)| k == contract::env::BIND_PID);
+    let envp: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| to_c(&format!("{k}={v}")))
+        .collect::<Result<_>>()?;
+    let (out_fd, err_fd) = if io.show_output {
+        (None, None)
+    } else {
+        let null = std::fs::File::options()
+            .write(true)
+            .open("/dev/null")
+            .context("opening /dev/null")?;
+        let err = std::fs::File::create(&io.stderr_file)
+            .with_context(|| format!("creating {}", io.stderr_file.display()))?;
+        (Some(null), Some(err))
+    };
+    // Everything the child needs is made here: between fork and exec it only copies bytes and
+    // makes system calls (no allocation, no lock), whatever threads a library may have left.
+    let mut args: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+    args.push(std::ptr::null());
+    let mut envs: Vec<*const libc::c_char> = envp.iter().map(|c| c.as_ptr()).collect();
+    envs.push(std::ptr::null());
+    // "CMLB_BIND_PID=" and room for the child's pid, filled in by the child.
+    let prefix = format!("{}=", contract::env::BIND_PID);
+    let mut pid_entry = vec![0u8; prefix.len() + 24];
+    pid_entry[..prefix.len()].copy_from_slice(prefix.as_bytes());
+    if let Some(i) = pid_at {
+        envs[i] = pid_entry.as_ptr().cast();
+    }
+    let failed = format!("cmlb bench: cannot run {}\n", program.display());
+    // The child inherits this process's CPU mask at fork: set it for the fork, then take ours
+    // back (no allocating call is needed in the child for it).
+    let own = match mask {
+        Some(m) => {
+            let own = contract::own_cpus().context("sched_getaffinity")?;
+            contract::pin(m)
+                .with_context(|| format!("setting the CPU mask {}", format_cpu_list(m)))?;
+            Some(own)
+        }
+        None => None,
+    };
+    let before = vmstat_hints();
+    let t0 = Instant::now();
+    // SAFETY: the child runs only async-signal-safe code (dup2, getpid, execve, write, _exit)
+    // on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        use std::os::fd::AsRawFd;
+        unsafe {
+            if let Some(f) = &out_fd {
+                libc::dup2(f.as_raw_fd(), 1);
+            }
+            if let Some(f) = &err_fd {
+                libc::dup2(f.as_raw_fd(), 2);
+            }
+            if pid_at.is_some() {
+                write_decimal(&mut pid_entry[prefix.len()..], libc::getpid() as u64);
+            }
+            libc::execve(path.as_ptr(), args.as_ptr(), envs.as_ptr());
+            libc::write(2, failed.as_ptr().cast(), failed.len());
+            libc::_exit(127)
+        }
+    }
+    let fork_error = std::io::Error::last_os_error();
+    if let Some(own) = &own {
+        contract::pin(own).context("restoring cmlb bench's own CPU mask")?;
+    }
+    if pid < 0 {
+        bail!("fork: {fork_error}");
+    }
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value for wait4 to fill.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            bail!("waiting for {}: {e}", program.display());
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let after = vmstat_hints();
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        let why = if libc::WIFEXITED(status) {
+            format!("exit status {}", libc::WEXITSTATUS(status))
+        } else if libc::WIFSIGNALED(status) {
+            format!("killed by signal {}", libc::WTERMSIG(status))
+        } else {
+            format!("wait status {status}")
+        };
+        return Ok(Err(why));
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Ok(Ok(Sample {
+        round,
+        placement: p.name.clone(),
+        wall_s: wall,
+        user_s: secs(ru.ru_utime),
+        sys_s: secs(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss,
+        minor_faults: ru.ru_minflt,
+        major_faults: ru.ru_majflt,
+        voluntary_cs: ru.ru_nvcsw,
+        involuntary_cs: ru.ru_nivcsw,
+        hint_faults: after.0.saturating_sub(before.0),
+        hint_faults_local: after.1.saturating_sub(before.1),
+    }))
+}
+
+/// `v` in decimal, NUL-terminated, at the start of `buf` (at least 21 bytes): in a forked
+/// child, where formatting (which may allocate) is not safe.
+fn write_decimal(buf: &mut [u8], mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        buf[i] = digits[n - 1 - i];
+    }
+    buf[n] = 0;
+}
+
+/// `numa_hint_faults` and `numa_hint_faults_local` from /proc/vmstat (0 where absent).
+fn vmstat_hints() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let get = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (get("numa_hint_faults"), get("numa_hint_faults_local"))
+}
+
+fn stderr_tail(file: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+pub const CSV_HEADER: &str = "round,placement,wall_s,user_s,sys_s,max_rss_kib,minor_faults,\
+major_faults,voluntary_cs,involuntary_cs,numa_hint_faults,numa_hint_faults_local";
+
+/// The whole CSV, written to a temporary file and renamed over the old one: a reader (or an
+/// interrupted bench) never sees half a file.
+fn write_csv(path: &Path, samples: &[Sample]) -> Result<()> {
+    let mut text = String::from(CSV_HEADER);
+    text.push('\n');
+    for s in samples {
+        let _ = writeln!(
+            text,
+            "{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
+            s.round,
+            s.placement,
+            s.wall_s,
+            s.user_s,
+            s.sys_s,
+            s.max_rss_kib,
+            s.minor_faults,
+            s.major_faults,
+            s.voluntary_cs,
+            s.involuntary_cs,
+            s.hint_faults,
+            s.hint_faults_local
+        );
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn walls(samples: &[Sample], name: &str) -> Vec<f64> {
+    samples
+        .iter()
+        .filter(|s| s.placement == name)
+        .map(|s| s.wall_s)
+        .collect()
+}
+
+fn compare(samples: &[Sample], name: &str, baseline: &str) -> Option<Comparison> {
+    stats::ratio(&walls(samples, name), &walls(samples, baseline), 0.95)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The per-placement table a person reads first.
+fn table(placements: &[Placement], samples: &[Sample], baseline: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<10} {:>4} {:>9} {:>17} {:>10} {:>9} {:>9} {:>7}  {:<24}",
+        "placement",
+        "runs",
+        "median s",
+        "min-max s",
+        "cpu s",
+        "ctx sw",
+        "faults",
+        "local",
+        format!("time vs {baseline} (95% CI)")
+    );
+    for p in placements {
+        let mine: Vec<&Sample> = samples.iter().filter(|s| s.placement == p.name).collect();
+        let w: Vec<f64> = mine.iter().map(|s| s.wall_s).collect();
+        let lo = w.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let cpu = median(mine.iter().map(|s| s.user_s + s.sys_s).collect());
+        let cs = median(
+            mine.iter()
+                .map(|s| (s.voluntary_cs + s.involuntary_cs) as f64)
+                .collect(),
+        );
+        let faults = median(
+            mine.iter()
+                .map(|s| (s.minor_faults + s.major_faults) as f64)
+                .collect(),
+        );
+        let hints: u64 = mine.iter().map(|s| s.hint_faults).sum();
+        let local = if hints > 0 {
+            let l: u64 = mine.iter().map(|s| s.hint_faults_local).sum();
+            format!("{:.0} %", 100.0 * l as f64 / hints as f64)
+        } else {
+            "-".into()
+        };
+        let vs = if p.name == baseline {
+            "(baseline)".to_string()
+        } else {
+            match compare(samples, &p.name, baseline) {
+                Some(c) => format!("{:.3} [{:.3}, {:.3}] {}", c.ratio, c.lo, c.hi, c.mark()),
+                None => "too few runs".into(),
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<10} {:>4} {:>9.3} {:>17} {:>10.3} {:>9.0} {:>9.0} {:>7}  {}{}",
+            p.name,
+            w.len(),
+            median(w.clone()),
+            format!("{lo:.3}-{hi:.3}"),
+            cpu,
+            cs,
+            faults,
+            local,
+            vs,
+            p.note
+                .as_deref()
+                .map(|n| format!("  ({n})"))
+                .unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// The one line that answers "is it faster?".
+fn verdict(samples: &[Sample], main: &str, baseline: &str, placements: &[Placement]) -> String {
+    let n_main = walls(samples, main).len();
+    let n_base = walls(samples, baseline).len();
+    let unpinned_note = placements
+        .iter()
+        .find(|p| p.name == main)
+        .and_then(|p| p.note.as_deref())
+        .map(|n| format!(" [{main}: {n}]"))
+        .unwrap_or_default();
+    match compare(samples, main, baseline) {
+        None => format!("verdict: too few runs to compare {main} with {baseline}"),
+        Some(c) => {
+            let what = match c.significant() {
+                Some(true) => "slower, significant".to_string(),
+                Some(false) => "faster, significant".to_string(),
+                None => "no significant difference".to_string(),
+            };
+            format!(
+                "verdict: {main} took {:.3}x the time of {baseline} (95% CI {:.3}-{:.3}, \
+                 {n_main} and {n_base} runs, p = {:.3}): {what}{unpinned_note}",
+                c.ratio, c.lo, c.hi, c.p
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_without_allocation() {
+        let mut buf = [0xffu8; 24];
+        write_decimal(&mut buf, 0);
+        assert_eq!(&buf[..2], b"0\0");
+        write_decimal(&mut buf, 4_194_304);
+        assert_eq!(&buf[..8], b"4194304\0");
+        write_decimal(&mut buf, u64::MAX);
+        assert_eq!(&buf[..21], b"18446744073709551615\0");
+    }
+
+    #[test]
+    fn placements_are_checked_where_typed() {
+        assert_eq!(parse_placement(" compact").unwrap(), "compact");
+        assert_eq!(parse_placement("cmlb").unwrap(), "cmlb");
+        let e = parse_placement("compcat").unwrap_err();
+        assert!(
+            e.contains("unknown placement 'compcat'") && e.contains("scatter"),
+            "{e}"
+        );
+    }
+}
