@@ -92,6 +92,24 @@ fn a_placement_sensitive_program_comes_out_significant_with_the_right_sign() {
         let expect = if r[1] == "unpinned" { 0.1 } else { 0.3 };
         assert!(wall >= expect && wall < expect + 0.15, "{r:?}");
     }
+    // The summary as printed, the figure (a dot per run) and the page `cmlb report` makes.
+    let summary = std::fs::read_to_string(d.path().join("out/bench.txt")).unwrap();
+    assert!(summary.starts_with("command: ") && summary.ends_with(&format!("{verdict}\n")));
+    let svg = std::fs::read_to_string(d.path().join("out/bench.svg")).unwrap();
+    assert_eq!(svg.matches("<circle").count(), 12);
+    let page_dir = d.path().join("page");
+    common::ok(&[
+        "report",
+        d.path().join("out").to_str().unwrap(),
+        "--out",
+        page_dir.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(page_dir.join("index.html")).unwrap();
+    assert!(
+        page.contains(verdict) && page.contains("bench.svg"),
+        "{page}"
+    );
+    assert!(page_dir.join("bench.png").is_file());
     // The other way round: against a pinned baseline, unpinned is the faster one.
     let o = bench(
         d.path(),
@@ -148,6 +166,20 @@ fn a_program_that_fails_under_one_placement_stops_the_bench_and_keeps_the_runs_d
     let rows = csv_rows(d.path());
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0][1], "unpinned");
+    // No summary for an unfinished bench; its page says so and shows the run done.
+    assert!(!d.path().join("out/bench.txt").exists());
+    let page = d.path().join("page");
+    common::ok(&[
+        "report",
+        d.path().join("out").to_str().unwrap(),
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(page.join("index.html")).unwrap();
+    assert!(
+        html.contains("1 runs, no summary (the bench did not finish)"),
+        "{html}"
+    );
 }
 
 #[test]

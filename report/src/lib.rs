@@ -13,10 +13,13 @@
 //!
 //! The output directory is written atomically: a temporary sibling is filled, then renamed.
 //!
+//! [`bench_plot`] draws `cmlb bench`'s runs (a dot per run, a column per placement).
+//!
 //! [`eval_plots`] draws the evaluation's RemoteComm bars from `eval`'s rows. This crate only
 //! draws: the evaluation itself (inputs, runs, Scotch, tables) is the `eval` crate, which
 //! `report` depends on and which never depends on `report`.
 
+mod bench_plot;
 mod error;
 mod eval_plots;
 mod figures;
@@ -24,6 +27,7 @@ mod fonts;
 mod html;
 mod layout;
 
+pub use bench_plot::{bench_plot, write_bench_report, BenchRun};
 pub use error::{ReportError, Result};
 pub use eval_plots::eval_plots;
 pub use layout::PlanView;

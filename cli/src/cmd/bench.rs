@@ -245,9 +245,111 @@ pub fn run(a: Args) -> Result<()> {
             None => break,
         }
     }
-    print!("{}", table(&placements, &samples, &a.baseline));
-    println!("{}", verdict(&samples, &main, &a.baseline, &placements));
-    say!("cmlb bench: {} runs in {}", samples.len(), csv.display());
+    let summary = format!(
+        "command: {}\n{}{}\n",
+        a.command.join(" "),
+        table(&placements, &samples, &a.baseline),
+        verdict(&samples, &main, &a.baseline, &placements)
+    );
+    print!("{}", summary.split_once('\n').map_or("", |(_, rest)| rest));
+    write_atomic(&a.out.join(SUMMARY), &summary)?;
+    let runs = bench_runs(&samples);
+    match report::bench_plot(&runs, &names, &title(&a.command), &a.out) {
+        Ok(_) => say!(
+            "cmlb bench: {} runs in {}, figure {}, page: cmlb report {}",
+            samples.len(),
+            csv.display(),
+            a.out.join("bench.svg").display(),
+            a.out.display()
+        ),
+        Err(e) => say!(
+            "cmlb bench: {} runs in {}; warning: no figure ({e})",
+            samples.len(),
+            csv.display()
+        ),
+    }
+    Ok(())
+}
+
+/// The table and verdict as printed, with the command on a first line.
+pub const SUMMARY: &str = "bench.txt";
+
+/// The figure's title: the command, shortened.
+pub fn title(command: &[String]) -> String {
+    let t = command.join(" ");
+    if t.chars().count() > 70 {
+        format!("{}...", t.chars().take(67).collect::<String>())
+    } else {
+        t
+    }
+}
+
+pub fn bench_runs(samples: &[Sample]) -> Vec<report::BenchRun> {
+    samples
+        .iter()
+        .map(|s| report::BenchRun {
+            placement: s.placement.clone(),
+            round: s.round,
+            wall_s: s.wall_s,
+        })
+        .collect()
+}
+
+/// The runs of a bench.csv (for `cmlb report`); errors name the file and line.
+pub fn read_csv(path: &Path) -> Result<Vec<Sample>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, h)) if h.trim() == CSV_HEADER => {}
+        _ => bail!(
+            "{}: line 1 is not the header cmlb bench writes ({CSV_HEADER})",
+            path.display()
+        ),
+    }
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        let bad = |what: &str| anyhow::anyhow!("{}: line {}: {what}", path.display(), i + 1);
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 12 {
+            return Err(bad(&format!("{} fields, expected 12", f.len())));
+        }
+        let int = |k: usize| -> Result<i64> {
+            f[k].parse()
+                .map_err(|_| bad(&format!("field {} '{}' is not an integer", k + 1, f[k])))
+        };
+        let real = |k: usize| -> Result<f64> {
+            f[k].parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| bad(&format!("field {} '{}' is not a time", k + 1, f[k])))
+        };
+        out.push(Sample {
+            round: u32::try_from(int(0)?).map_err(|_| bad("round out of range"))?,
+            placement: f[1].to_string(),
+            wall_s: real(2)?,
+            user_s: real(3)?,
+            sys_s: real(4)?,
+            max_rss_kib: int(5)?,
+            minor_faults: int(6)?,
+            major_faults: int(7)?,
+            voluntary_cs: int(8)?,
+            involuntary_cs: int(9)?,
+            hint_faults: int(10)?.max(0) as u64,
+            hint_faults_local: int(11)?.max(0) as u64,
+        });
+    }
+    Ok(out)
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -512,14 +614,7 @@ fn write_csv(path: &Path, samples: &[Sample]) -> Result<()> {
             s.hint_faults_local
         );
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    write_atomic(path, &text)
 }
 
 fn walls(samples: &[Sample], name: &str) -> Vec<f64> {

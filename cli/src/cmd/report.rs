@@ -12,7 +12,8 @@ use std::path::PathBuf;
 #[derive(ClapArgs)]
 #[command(
     after_help = "Writes OUT/index.html (opens offline, no network) and every figure as \
-PNG and SVG: heatmap, heatmap-plan, timeline, load, topology.
+PNG and SVG: heatmap, heatmap-plan, timeline, load, topology. Given the directory of a \
+`cmlb bench` run (bench.csv) instead, the page shows its table, verdict and runs (bench.svg).
 
 Examples:
   cmlb report prof                                   # plan computed with the default strategy
@@ -21,8 +22,8 @@ Examples:
 )]
 pub struct Args {
     /// Profile directory written by `cmlb profile` (profile.yaml, comm.csv, load.csv,
-    /// timeline.csv).
-    #[arg(value_name = "PROFILE_DIR")]
+    /// timeline.csv), or a `cmlb bench --out` directory (bench.csv, bench.txt).
+    #[arg(value_name = "PROFILE_DIR|BENCH_DIR")]
     pub profile: PathBuf,
     /// Plan to draw (plan.yaml from `cmlb map --out`); without it the plan is computed with
     /// --strategy.
@@ -48,6 +49,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let csv = a.profile.join("bench.csv");
+    if csv.is_file() && !a.profile.join("profile.yaml").exists() {
+        return bench_page(&a, &csv);
+    }
     if !a.profile.is_dir() {
         anyhow::bail!(
             "{}: not a profile directory (expected a directory with profile.yaml, comm.csv and load.csv)",
@@ -97,5 +102,47 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     .with_context(|| format!("report to {} of the plan {source}", out.display()))?;
     println!("{}", out.join("index.html").display());
     log::info!("wrote {} files", written.len());
+    Ok(())
+}
+
+/// The page of a `cmlb bench` directory: its summary as printed and the runs as dots.
+fn bench_page(a: &Args, csv: &std::path::Path) -> anyhow::Result<()> {
+    use super::bench;
+    let samples = bench::read_csv(csv)?;
+    if samples.is_empty() {
+        anyhow::bail!("{}: no runs", csv.display());
+    }
+    let mut placements: Vec<String> = Vec::new();
+    for s in &samples {
+        if !placements.contains(&s.placement) {
+            placements.push(s.placement.clone());
+        }
+    }
+    let text = std::fs::read_to_string(a.profile.join(bench::SUMMARY)).unwrap_or_default();
+    let (title, summary) = match text.split_once('\n') {
+        Some((first, rest)) if first.starts_with("command: ") => (
+            bench::title(&[first["command: ".len()..].to_string()]),
+            rest.to_string(),
+        ),
+        // A bench stopped by a failing run wrote no summary: the runs alone.
+        _ => (
+            csv.display().to_string(),
+            format!(
+                "{} runs, no summary (the bench did not finish)",
+                samples.len()
+            ),
+        ),
+    };
+    let out = a.out.clone().unwrap_or_else(|| a.profile.join("report"));
+    report::write_bench_report(
+        &bench::bench_runs(&samples),
+        &placements,
+        &title,
+        &summary,
+        &[csv],
+        &out,
+    )
+    .with_context(|| format!("report to {}", out.display()))?;
+    println!("{}", out.join("index.html").display());
     Ok(())
 }

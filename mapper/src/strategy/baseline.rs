@@ -5,18 +5,31 @@ use crate::error::Result;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-/// Thread i on PU i in tree order (wrapping when there are more threads than PUs).
+/// Thread i on PU i in tree order; with more threads than PUs, consecutive threads share a PU
+/// in blocks (4 threads on 2 PUs: t0,t1 | t2,t3), as `OMP_PROC_BIND=close` places them: what
+/// a user has without cmlb, and so the guard's fallback. (Dealing them round-robin, t0,t2 |
+/// t1,t3, would be `scatter`'s order and splits creation-order neighbours.)
 pub struct Compact;
+
+/// The PU position of thread `t` of `n` under [`Compact`] on `p` PUs.
+pub(crate) fn compact_pu(t: usize, n: usize, p: usize) -> usize {
+    if n <= p {
+        t
+    } else {
+        t * p / n
+    }
+}
 impl Strategy for Compact {
     fn name(&self) -> &'static str {
         "compact"
     }
     fn describe(&self) -> &'static str {
-        "thread i on the i-th PU in topology order (fills one NUMA node before the next)"
+        "thread i on the i-th PU in topology order (fills one NUMA node before the next; more \
+         threads than PUs: consecutive threads share a PU, as OMP_PROC_BIND=close)"
     }
     fn map(&self, input: &MapInput) -> Result<Option<Vec<usize>>> {
-        let p = input.topology.pus.len();
-        Ok(Some((0..input.comm.n()).map(|t| t % p).collect()))
+        let (p, n) = (input.topology.pus.len(), input.comm.n());
+        Ok(Some((0..n).map(|t| compact_pu(t, n, p)).collect()))
     }
 }
 

@@ -5,6 +5,7 @@
 //! strictly lowers the QAP cost `Σ a_ij · hops(pu_i, pu_j)` (see [`super::qap`]). Seeded:
 //! the same input and seed give the same plan.
 
+use super::baseline::compact_pu;
 use super::qap::{pair_exchange, Mapping, PuDistance, Qap, Slots};
 use super::{MapInput, Params, Strategy};
 use crate::error::Result;
@@ -89,8 +90,8 @@ impl Strategy for PairExchange {
     }
 }
 
-/// The slots `compact` uses: thread t on PU t mod P in tree order; when oversubscribed,
-/// round r = t / P takes the r-th copy of that PU's slot.
+/// The slots `compact` uses: thread t on its PU ([`compact_pu`]); when oversubscribed, the
+/// threads of one block take that PU's copies in turn.
 pub(crate) fn compact_slots(slots: &Slots, n: usize) -> Vec<usize> {
     let p = slots.pu.iter().copied().max().map_or(0, |m| m + 1);
     let mut copies: Vec<Vec<usize>> = vec![Vec::new(); p];
@@ -99,7 +100,14 @@ pub(crate) fn compact_slots(slots: &Slots, n: usize) -> Vec<usize> {
     }
     let order: Vec<&Vec<usize>> = copies.iter().filter(|c| !c.is_empty()).collect();
     let p = order.len();
-    (0..n).map(|t| order[t % p][t / p]).collect()
+    let mut used = vec![0; p];
+    (0..n)
+        .map(|t| {
+            let b = compact_pu(t, n, p);
+            used[b] += 1;
+            order[b][used[b] - 1]
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -177,14 +185,14 @@ mod tests {
         let slots = Slots::new(&t, 6);
         let pos = compact_slots(&slots, 6);
         let pus: Vec<usize> = pos.iter().map(|&s| slots.pu[s]).collect();
-        assert_eq!(pus, vec![0, 1, 2, 3, 0, 1]);
+        assert_eq!(pus, vec![0, 0, 1, 2, 2, 3]);
         let comm = random_comm(6, 1, 0.5);
         let load = vec![1.0; 6];
         let p = by_name("pair-exchange:iters=0")
             .unwrap()
             .map(&input(&comm, &load, &t))
             .unwrap();
-        assert_eq!(p, Some(vec![0, 1, 2, 3, 0, 1]));
+        assert_eq!(p, Some(vec![0, 0, 1, 2, 2, 3]));
     }
 
     #[test]
