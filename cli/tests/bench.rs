@@ -229,3 +229,36 @@ fn bad_arguments_are_refused_before_anything_runs() {
     assert!(!Path::new(&format!("{prog}.ran")).exists());
     assert!(!out.exists(), "nothing written for refused arguments");
 }
+
+#[test]
+fn slurm_placements_need_slurm_and_an_allocation() {
+    let d = tempfile::tempdir().unwrap();
+    let prog = script(d.path(), "never.sh", "touch \"$0.ran\"");
+    let out = d.path().join("out");
+    let o = out.to_str().unwrap();
+    fails(
+        &[
+            "bench",
+            "--out",
+            o,
+            "--placements",
+            "unpinned,block",
+            "--",
+            &prog,
+        ],
+        &["placement block is an srun step's: it needs --slurm"],
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_cmlb"))
+        .args(["bench", "--slurm", "--out", o, "--", &prog])
+        .env_remove("SLURM_JOB_ID")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--slurm runs its steps inside an allocation, and SLURM_JOB_ID is not set"),
+        "{err}"
+    );
+    usage_error(&["bench", "--srun", "-n2", "--", &prog], &["--slurm"]);
+    assert!(!Path::new(&format!("{prog}.ran")).exists());
+}

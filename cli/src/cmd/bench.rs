@@ -19,6 +19,10 @@ use crate::stats::{self, Comparison};
 const UNPINNED: &str = "unpinned";
 /// The placement `cmlb run` would use (its `--strategy`, behind the guard).
 const PLAN: &str = "cmlb";
+/// Under `--slurm`: the step as Slurm places it (`--cmlb-map=off`).
+const SLURM: &str = "slurm";
+/// Under `--slurm` for multi-node steps: Slurm's task distributions, without cmlb.
+const DISTRIBUTIONS: [&str; 2] = ["block", "cyclic"];
 /// Relative width (hi/lo - 1) of the main interval above which more rounds are run.
 const WIDE: f64 = 0.10;
 
@@ -43,12 +47,21 @@ kernel's sampled accesses that were local (numa_hint_faults_local / numa_hint_fa
 95 % confidence interval from the exact Mann-Whitney rank test; an interval that holds 1 is \
 \"no significant difference\". The last line is the verdict for `cmlb` (or the last \
 placement) against the baseline.\n\n\
+Under Slurm (--slurm, inside salloc or sbatch): every run is an srun step of the allocation, \
+`srun [--srun ARGS] --cmlb-map=... COMMAND`. Placements: `slurm` (--cmlb-map=off: the step \
+as Slurm binds it; the default baseline), `unpinned` (--cpu-bind=none, off), `cmlb` \
+(--cmlb-map=apply), a strategy name (apply:strategy=NAME), and `block`/`cyclic` \
+(--distribution=..., off) for multi-node steps. A profiling step (--cmlb-map=profile, \
+untimed) comes first unless --no-profile-run. The CPU and fault columns are srun's own, so \
+they are left out.\n\n\
 Every run is written to OUT/bench.csv as it ends (rewritten whole, never half-written). If \
 COMMAND fails under a placement, cmlb bench says which, shows the end of its stderr and stops \
 with exit status 1; the runs done so far stay in the CSV. COMMAND's output is discarded \
 (stderr of the latest run is kept in OUT/run.stderr) unless --show-output.",
     after_help = "Examples:\n  cmlb bench -- ./app 8\n  cmlb bench --runs 9 --placements \
-unpinned,compact,cmlb -- ./solver input.dat\n  cmlb bench --profile prof --baseline compact -- ./app"
+unpinned,compact,cmlb -- ./solver input.dat\n  cmlb bench --profile prof --baseline compact -- ./app\n  \
+salloc -N1 -c8 cmlb bench --slurm --srun \"-n1 -c8\" -- ./app 8\n  \
+salloc -N2 -n8 cmlb bench --slurm --placements block,cyclic,cmlb -- ./mpi_app"
 )]
 pub struct Args {
     /// Timed runs of each placement (at least 4: fewer cannot give a 95 % interval).
@@ -57,13 +70,29 @@ pub struct Args {
     /// Most runs of each placement when the main interval is wide (default: twice --runs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(4..=1000))]
     pub max_runs: Option<u32>,
-    /// Placements to compare, comma-separated: unpinned, cmlb, or strategy names.
-    #[arg(long, default_value = "unpinned,compact,scatter,cmlb", value_delimiter = ',',
-          value_parser = parse_placement)]
-    pub placements: Vec<String>,
-    /// The placement every other one is compared with.
-    #[arg(long, default_value = UNPINNED, value_parser = parse_placement)]
-    pub baseline: String,
+    /// Placements to compare, comma-separated: unpinned, cmlb, or strategy names; with
+    /// --slurm also slurm, block, cyclic. Default: unpinned,compact,scatter,cmlb (--slurm:
+    /// slurm,cmlb).
+    #[arg(long, value_delimiter = ',', value_parser = parse_placement)]
+    pub placements: Option<Vec<String>>,
+    /// The placement every other one is compared with (default: unpinned; --slurm: slurm).
+    #[arg(long, value_parser = parse_placement)]
+    pub baseline: Option<String>,
+    /// Run every placement as an srun step of the current allocation (salloc/sbatch).
+    #[arg(long)]
+    pub slurm: bool,
+    /// With --slurm: srun's own options for every step, as one string split at spaces (e.g.
+    /// "-n4 -c2"); --cmlb-map and the placement's options are added.
+    #[arg(
+        long,
+        value_name = "ARGS",
+        requires = "slurm",
+        allow_hyphen_values = true
+    )]
+    pub srun: Option<String>,
+    /// With --slurm: no profiling step first (a profile of this step already exists).
+    #[arg(long, requires = "slurm")]
+    pub no_profile_run: bool,
     /// Untimed runs before the first round (page cache, CPU frequency).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub warmup: u32,
@@ -102,13 +131,25 @@ pub struct Args {
 
 fn parse_placement(s: &str) -> Result<String, String> {
     let s = s.trim();
-    if s == UNPINNED || s == PLAN || strategy::names().contains(&s) {
+    if s == UNPINNED
+        || s == PLAN
+        || s == SLURM
+        || DISTRIBUTIONS.contains(&s)
+        || strategy::names().contains(&s)
+    {
         return Ok(s.to_string());
     }
     Err(format!(
-        "unknown placement '{s}' (expected {UNPINNED}, {PLAN} or a strategy: {})",
-        strategy::names().join(", ")
+        "unknown placement '{s}' (expected {UNPINNED}, {PLAN}, a strategy: {}; with --slurm \
+         also {SLURM}, {})",
+        strategy::names().join(", "),
+        DISTRIBUTIONS.join(", ")
     ))
+}
+
+/// Placements that only an srun step can make.
+fn slurm_only(name: &str) -> bool {
+    name == SLURM || DISTRIBUTIONS.contains(&name)
 }
 
 /// One placement: its name and what each run of it gets (CPU mask and environment), `None`
@@ -116,6 +157,8 @@ fn parse_placement(s: &str) -> Result<String, String> {
 struct Placement {
     name: String,
     launch: Option<run::Launch>,
+    /// Under --slurm: the whole command line of a run (srun first).
+    argv: Option<Vec<String>>,
     /// Why a placement other than `unpinned` runs unpinned (no plan could be made).
     note: Option<String>,
 }
@@ -140,43 +183,97 @@ pub struct Sample {
 
 pub fn run(a: Args) -> Result<()> {
     super::positive_secs(a.time, "--time")?;
+    let given = a.placements.clone().unwrap_or_else(|| {
+        let d: &[&str] = if a.slurm {
+            &[SLURM, PLAN]
+        } else {
+            &[UNPINNED, "compact", "scatter", PLAN]
+        };
+        d.iter().map(|s| s.to_string()).collect()
+    });
+    let baseline = a
+        .baseline
+        .clone()
+        .unwrap_or_else(|| if a.slurm { SLURM } else { UNPINNED }.to_string());
     let mut names: Vec<String> = Vec::new();
-    for p in &a.placements {
+    for p in &given {
         if names.contains(p) {
             bail!("--placements names {p} twice");
         }
+        if slurm_only(p) && !a.slurm {
+            bail!("placement {p} is an srun step's: it needs --slurm (inside salloc or sbatch)");
+        }
         names.push(p.clone());
     }
-    if !names.contains(&a.baseline) {
+    if !names.contains(&baseline) {
         bail!(
-            "--baseline {} is not one of --placements ({})",
-            a.baseline,
+            "--baseline {baseline} is not one of --placements ({})",
             names.join(",")
         );
     }
     if names.len() < 2 {
         bail!("--placements needs at least two placements to compare");
     }
+    if a.slurm && std::env::var_os("SLURM_JOB_ID").is_none() {
+        bail!(
+            "--slurm runs its steps inside an allocation, and SLURM_JOB_ID is not set: start \
+             it under salloc or in an sbatch script"
+        );
+    }
+    let a = Args {
+        placements: Some(names.clone()),
+        baseline: Some(baseline),
+        ..a
+    };
+    let baseline = a.baseline.as_deref().unwrap_or(UNPINNED);
     let max_runs = a.max_runs.unwrap_or(2 * a.runs).max(a.runs);
-    let program = run::find_program(&a.command[0])?;
+    // Under --slurm the program is found on the node by srun; here it is srun itself.
+    let program = run::find_program(if a.slurm { "srun" } else { &a.command[0] })?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let csv = a.out.join("bench.csv");
     let err_file = a.out.join("run.stderr");
 
     let placements = names
         .iter()
-        .map(|n| placement(&a, n))
+        .map(|n| {
+            if a.slurm {
+                Ok(srun_placement(&a, n))
+            } else {
+                placement(&a, n)
+            }
+        })
         .collect::<Result<Vec<_>>>()?;
-    let main = if names.iter().any(|n| n == PLAN) && a.baseline != PLAN {
+    let main = if names.iter().any(|n| n == PLAN) && baseline != PLAN {
         PLAN.to_string()
     } else {
         names
             .iter()
             .rev()
-            .find(|n| **n != a.baseline)
+            .find(|n| *n != baseline)
             .cloned()
             .unwrap_or_default()
     };
+    if a.slurm && !a.no_profile_run {
+        let argv = srun_argv(&a, "profile".into(), &[]);
+        say!("cmlb bench: profiling step (untimed): {}", argv.join(" "));
+        let p = Placement {
+            name: "profile".into(),
+            launch: None,
+            argv: Some(argv),
+            note: None,
+        };
+        let io = RunIo {
+            show_output: a.show_output,
+            stderr_file: err_file.clone(),
+        };
+        if let Err(e) = run_once(&program, &a.command, &p, 0, &io)? {
+            let tail = stderr_tail(&err_file, 5);
+            if !tail.is_empty() {
+                say!("cmlb bench: end of its stderr:\n{tail}");
+            }
+            bail!("the profiling step failed ({e})");
+        }
+    }
 
     let io = RunIo {
         show_output: a.show_output,
@@ -233,11 +330,11 @@ pub fn run(a: Args) -> Result<()> {
         if round >= max_runs {
             break;
         }
-        match compare(&samples, &main, &a.baseline) {
+        match compare(&samples, &main, baseline) {
             Some(c) if c.hi / c.lo - 1.0 <= WIDE => break,
             Some(c) => say!(
-                "cmlb bench: {main}/{} interval {:.3}-{:.3} is wider than {:.0} %: one more round",
-                a.baseline,
+                "cmlb bench: {main}/{baseline} interval {:.3}-{:.3} is wider than {:.0} %: one \
+                 more round",
                 c.lo,
                 c.hi,
                 WIDE * 100.0
@@ -248,8 +345,8 @@ pub fn run(a: Args) -> Result<()> {
     let summary = format!(
         "command: {}\n{}{}\n",
         a.command.join(" "),
-        table(&placements, &samples, &a.baseline),
-        verdict(&samples, &main, &a.baseline, &placements)
+        table(&placements, &samples, baseline, a.slurm),
+        verdict(&samples, &main, baseline, &placements)
     );
     print!("{}", summary.split_once('\n').map_or("", |(_, rest)| rest));
     write_atomic(&a.out.join(SUMMARY), &summary)?;
@@ -360,6 +457,7 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
         return Ok(Placement {
             name: name.into(),
             launch: None,
+            argv: None,
             note: None,
         });
     }
@@ -391,11 +489,13 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
         Ok(Some(l)) => Ok(Placement {
             name: name.into(),
             launch: Some(l),
+            argv: None,
             note: None,
         }),
         Ok(None) => Ok(Placement {
             name: name.into(),
             launch: None,
+            argv: None,
             note: Some("no plan: runs unpinned".into()),
         }),
         Err(e) => {
@@ -404,9 +504,48 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
             Ok(Placement {
                 name: name.into(),
                 launch: None,
+                argv: None,
                 note: Some(format!("no plan ({why}): runs unpinned")),
             })
         }
+    }
+}
+
+/// `srun [--srun ARGS] [EXTRA] --cmlb-map=MAP COMMAND...`.
+fn srun_argv(a: &Args, map: String, extra: &[&str]) -> Vec<String> {
+    let mut v = vec!["srun".to_string()];
+    v.extend(
+        a.srun
+            .as_deref()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(String::from),
+    );
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v.push(format!("--cmlb-map={map}"));
+    v.extend(a.command.iter().cloned());
+    v
+}
+
+/// A placement as an srun step: the plugin (or Slurm alone) places the tasks.
+fn srun_placement(a: &Args, name: &str) -> Placement {
+    let default = a.strategy.to_string() == strategy::DEFAULT;
+    let argv = match name {
+        SLURM => srun_argv(a, "off".into(), &[]),
+        UNPINNED => srun_argv(a, "off".into(), &["--cpu-bind=none"]),
+        PLAN if default => srun_argv(a, "apply".into(), &[]),
+        PLAN => srun_argv(a, format!("apply:strategy={}", a.strategy), &[]),
+        d if DISTRIBUTIONS.contains(&d) => {
+            srun_argv(a, "off".into(), &[&format!("--distribution={d}")])
+        }
+        s => srun_argv(a, format!("apply:strategy={s}"), &[]),
+    };
+    say!("cmlb bench: placement {name}: {}", argv.join(" "));
+    Placement {
+        name: name.into(),
+        launch: None,
+        argv: Some(argv),
+        note: None,
     }
 }
 
@@ -425,7 +564,10 @@ fn run_once(
 ) -> Result<std::result::Result<Sample, String>> {
     let to_c = |s: &str| CString::new(s).with_context(|| format!("NUL byte in '{s}'"));
     let path = to_c(&program.to_string_lossy())?;
-    let argv = command
+    let argv = p
+        .argv
+        .as_deref()
+        .unwrap_or(command)
         .iter()
         .map(|s| to_c(s))
         .collect::<Result<Vec<_>>>()?;
@@ -643,7 +785,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The per-placement table a person reads first.
-fn table(placements: &[Placement], samples: &[Sample], baseline: &str) -> String {
+fn table(placements: &[Placement], samples: &[Sample], baseline: &str, slurm: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -689,16 +831,24 @@ fn table(placements: &[Placement], samples: &[Sample], baseline: &str) -> String
                 None => "too few runs".into(),
             }
         };
+        // srun's own CPU time and faults say nothing of the step's tasks.
+        let own = |v: f64, digits: usize| {
+            if slurm {
+                "-".to_string()
+            } else {
+                format!("{v:.digits$}")
+            }
+        };
         let _ = writeln!(
             out,
-            "{:<10} {:>4} {:>9.3} {:>17} {:>10.3} {:>9.0} {:>9.0} {:>7}  {}{}",
+            "{:<10} {:>4} {:>9.3} {:>17} {:>10} {:>9} {:>9} {:>7}  {}{}",
             p.name,
             w.len(),
             median(w.clone()),
             format!("{lo:.3}-{hi:.3}"),
-            cpu,
-            cs,
-            faults,
+            own(cpu, 3),
+            own(cs, 0),
+            own(faults, 0),
             local,
             vs,
             p.note
@@ -750,6 +900,48 @@ mod tests {
         assert_eq!(&buf[..8], b"4194304\0");
         write_decimal(&mut buf, u64::MAX);
         assert_eq!(&buf[..21], b"18446744073709551615\0");
+    }
+
+    fn args(words: &[&str]) -> Args {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: Args,
+        }
+        T::try_parse_from(std::iter::once("bench").chain(words.iter().copied()))
+            .unwrap()
+            .a
+    }
+
+    #[test]
+    fn slurm_placements_are_srun_steps() {
+        let a = args(&["--slurm", "--srun", "-n2  -c1", "--", "./app", "8"]);
+        let line = |n: &str| srun_placement(&a, n).argv.unwrap().join(" ");
+        assert_eq!(line("slurm"), "srun -n2 -c1 --cmlb-map=off ./app 8");
+        assert_eq!(line("cmlb"), "srun -n2 -c1 --cmlb-map=apply ./app 8");
+        assert_eq!(
+            line("unpinned"),
+            "srun -n2 -c1 --cpu-bind=none --cmlb-map=off ./app 8"
+        );
+        assert_eq!(
+            line("block"),
+            "srun -n2 -c1 --distribution=block --cmlb-map=off ./app 8"
+        );
+        assert_eq!(
+            line("scatter"),
+            "srun -n2 -c1 --cmlb-map=apply:strategy=scatter ./app 8"
+        );
+        assert_eq!(
+            srun_argv(&a, "profile".into(), &[]).join(" "),
+            "srun -n2 -c1 --cmlb-map=profile ./app 8"
+        );
+        // A strategy with parameters reaches the plugin in its own option syntax.
+        let a = args(&["--slurm", "--strategy", "spectral:k=4", "--", "./app"]);
+        assert_eq!(
+            srun_placement(&a, "cmlb").argv.unwrap().join(" "),
+            "srun --cmlb-map=apply:strategy=spectral:k=4 ./app"
+        );
     }
 
     #[test]
