@@ -19,3 +19,17 @@ check "bench --slurm: the apply steps use the profile the first step took" \
 check "bench --slurm: ... without a pre-run" lacks "$B/run.stderr" "pre-run"
 check "bench --slurm: srun's own CPU columns left out" \
     test "$(awk '$1 == "slurm" {print $6, $7, $8}' "$WORK/bench.out")" = "- - -"
+check "bench --slurm: the plugin's plan line shown once for the apply steps" \
+    test "$(grep -c '^cmlb bench: \[cmlb\] cmlb: apply: strategy cmlb-refine' "$WORK/bench.err")" -eq 1
+
+# The site kit (docs/speedup.md) as a site runs it: sbatch with a list of programs.
+printf '# two programs\n%s 4 0.2\n\nsleep 0.2\n' "$WORK/pairs" >"$WORK/programs"
+jid=$(sbatch --parsable -n1 -c2 --output="$WORK/kit.out" --chdir="$WORK" \
+    --export=ALL,CMLB="$CMLB",CMLB_SPEEDUP_RUNS=4,CMLB_SPEEDUP_OUT="$WORK/kit" \
+    slurm-conf/cmlb-speedup "$WORK/programs")
+check "site kit: sbatch accepts it ($jid)" test -n "$jid"
+check "site kit: the job ends" wait_job "$jid"
+check "site kit: every program measured, none failed" contains "$WORK/kit.out" "cmlb-speedup: 2 programs, 0 failed"
+check "site kit: the table has a row per program with ratio, interval and verdict" \
+    test "$(grep -cE '^\| [12] \| `[^`]+` \| [0-9.]+ \| [0-9.]+-[0-9.]+ \| 4 and 4 \| ' "$WORK/kit/table.md")" -eq 2
+check "site kit: ... and names the sampling backend" contains "$WORK/kit/table.md" "sampling backend: "

@@ -57,7 +57,8 @@ they are left out.\n\n\
 Every run is written to OUT/bench.csv as it ends (rewritten whole, never half-written). If \
 COMMAND fails under a placement, cmlb bench says which, shows the end of its stderr and stops \
 with exit status 1; the runs done so far stay in the CSV. COMMAND's output is discarded \
-(stderr of the latest run is kept in OUT/run.stderr) unless --show-output.",
+(stderr of the latest run is kept in OUT/run.stderr) unless --show-output; its stdin is \
+/dev/null.",
     after_help = "Examples:\n  cmlb bench -- ./app 8\n  cmlb bench --runs 9 --placements \
 unpinned,compact,cmlb -- ./solver input.dat\n  cmlb bench --profile prof --baseline compact -- ./app\n  \
 salloc -N1 -c8 cmlb bench --slurm --srun \"-n1 -c8\" -- ./app 8\n  \
@@ -289,6 +290,7 @@ pub fn run(a: Args) -> Result<()> {
     }
 
     let mut samples: Vec<Sample> = Vec::new();
+    let mut relayed: Vec<String> = Vec::new();
     let mut round = 0u32;
     loop {
         let n = placements.len();
@@ -305,6 +307,18 @@ pub fn run(a: Args) -> Result<()> {
                     );
                     samples.push(s);
                     write_csv(&csv, &samples)?;
+                    // An srun step's plan is the plugin's: its lines (plan kept, or the
+                    // guard's fallback and why) shown once per placement.
+                    if a.slurm && !a.show_output && !relayed.contains(&p.name) {
+                        relayed.push(p.name.clone());
+                        for line in std::fs::read_to_string(&err_file)
+                            .unwrap_or_default()
+                            .lines()
+                            .filter(|l| l.starts_with("cmlb: "))
+                        {
+                            say!("cmlb bench: [{}] {line}", p.name);
+                        }
+                    }
                 }
                 Err(status) => {
                     let tail = stderr_tail(&err_file, 5);
@@ -598,6 +612,9 @@ fn run_once(
             .with_context(|| format!("creating {}", io.stderr_file.display()))?;
         (Some(null), Some(err))
     };
+    // Every run reads nothing: a program that reads stdin would otherwise eat the input of
+    // whatever started the bench (a site kit's list of programs) and differ run to run.
+    let null_in = std::fs::File::open("/dev/null").context("opening /dev/null")?;
     // Everything the child needs is made here: between fork and exec it only copies bytes and
     // makes system calls (no allocation, no lock), whatever threads a library may have left.
     let mut args: Vec<*const libc::c_char> = argv.iter().map(|c| c.as_ptr()).collect();
@@ -631,6 +648,7 @@ fn run_once(
     if pid == 0 {
         use std::os::fd::AsRawFd;
         unsafe {
+            libc::dup2(null_in.as_raw_fd(), 0);
             if let Some(f) = &out_fd {
                 libc::dup2(f.as_raw_fd(), 1);
             }
