@@ -167,8 +167,6 @@ pub struct PinEnv<'a> {
     pub pus: &'a [u32],
     /// Which mechanisms place the threads.
     pub mode: BindMode,
-    /// The user already set `OMP_NUM_THREADS` (never overridden).
-    pub omp_threads_set: bool,
     /// The preload library's path (needed when `mode.preload()`).
     pub preload_lib: Option<&'a str>,
     /// The task's `LD_PRELOAD` before cmlb's.
@@ -183,14 +181,16 @@ pub struct PinEnv<'a> {
     /// `team - 1` created — so the runtime's team thread i and the preload's creation order
     /// agree. `None`: every thread is a team thread.
     pub omp_team: Option<usize>,
-    /// The task is an MPI rank. Its profiled threads include the MPI library's own (progress
-    /// threads), so their count is no OpenMP team size: `OMP_NUM_THREADS` is then left as the
-    /// user had it (unset: the runtime's default, as without cmlb). Setting it to the thread
-    /// count made LAMMPS ranks start 3 OpenMP threads where they had 1.
-    pub rank: bool,
 }
 
 /// Every `(name, value)` a pinned task gets: the OpenMP variables and/or the preload library's.
+///
+/// `OMP_NUM_THREADS` is never set: placing threads must not change how many a program starts.
+/// The profiled thread count is no OpenMP team size: it counts the threads of MPI libraries
+/// (LAMMPS ranks started 3 OpenMP threads where they had 1) and of the program's own helpers
+/// (GROMACS `mdrun -nt 4` stopped with "not divisible by the number of OpenMP threads
+/// requested (5)", docs/benchmarks.md "Run time"). Unset, the runtime sizes the team as it
+/// would without cmlb.
 pub fn task_env(p: &PinEnv) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if p.pus.is_empty() {
@@ -212,9 +212,6 @@ pub fn task_env(p: &PinEnv) -> Vec<(String, String)> {
             "KMP_AFFINITY".into(),
             format!("granularity=fine,explicit,proclist=[{}]", list.join(",")),
         ));
-        if !p.omp_threads_set && !p.rank {
-            env.push((env::OMP_NUM_THREADS.into(), p.pus.len().to_string()));
-        }
     }
     if p.mode.preload() {
         env.push((env::BIND_PUS.into(), encode_pus(p.pus)));
@@ -287,6 +284,12 @@ pub fn mask_cpus(mask: &[libc::c_ulong]) -> Vec<u32> {
 /// The mask is as long as the largest PU needs. A mask shorter than the kernel's is zero-filled
 /// by the kernel; PUs beyond the kernel's `nr_cpu_ids`, or none the thread may use, give EINVAL.
 pub fn pin(pus: &[u32]) -> std::io::Result<()> {
+    pin_tid(0, pus)
+}
+
+/// [`pin`] for the thread `tid` of this process (0: the calling thread): the preload pins the
+/// main thread (tid = pid) from whichever thread creates the first one.
+pub fn pin_tid(tid: libc::pid_t, pus: &[u32]) -> std::io::Result<()> {
     if pus.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -307,7 +310,7 @@ pub fn pin(pus: &[u32]) -> std::io::Result<()> {
     // wrapper passes the size through (cpu_set_t is only its nominal pointer type).
     let rc = unsafe {
         libc::sched_setaffinity(
-            0,
+            tid,
             std::mem::size_of_val(mask.as_slice()),
             mask.as_ptr().cast::<libc::cpu_set_t>(),
         )
@@ -359,13 +362,11 @@ mod tests {
         let mut p = PinEnv {
             pus: &pus,
             mode: BindMode::Both,
-            omp_threads_set: false,
             preload_lib: Some("/l.so"),
             existing_ld_preload: Some("/a.so"),
             pid: 42,
             verbose: true,
             omp_team: None,
-            rank: false,
         };
         let e = task_env(&p);
         assert_eq!(get(&e, "OMP_PLACES"), Some("{2},{0},{2}"));
@@ -375,7 +376,11 @@ mod tests {
             get(&e, "KMP_AFFINITY"),
             Some("granularity=fine,explicit,proclist=[2,0,2]")
         );
-        assert_eq!(get(&e, "OMP_NUM_THREADS"), Some("3"));
+        assert_eq!(
+            get(&e, "OMP_NUM_THREADS"),
+            None,
+            "the program's own thread count"
+        );
         assert_eq!(get(&e, env::BIND_PUS), Some("2,0,2"));
         assert_eq!(get(&e, env::BIND_PID), Some("42"));
         assert_eq!(get(&e, env::BIND_VERBOSE), Some("1"));
@@ -386,25 +391,13 @@ mod tests {
         let e = task_env(&PinEnv {
             pus: &rank,
             omp_team: Some(3),
-            omp_threads_set: true,
             ..p
         });
         assert_eq!(get(&e, "OMP_PLACES"), Some("{4},{5},{6}"));
         assert_eq!(get(&e, "GOMP_CPU_AFFINITY"), Some("4 5 6"));
         assert_eq!(get(&e, env::BIND_PUS), Some("4,9,9,5,6"));
 
-        // A rank whose user left OMP_NUM_THREADS unset: its 3 profiled threads are the main
-        // thread and 2 of the MPI library's, not a team of 3; the runtime keeps its default.
-        let e = task_env(&PinEnv {
-            pus: &rank[..3],
-            rank: true,
-            ..p
-        });
-        assert_eq!(get(&e, "OMP_NUM_THREADS"), None);
-        assert_eq!(get(&e, env::BIND_PUS), Some("4,9,9"));
-
         p.mode = BindMode::Omp;
-        p.omp_threads_set = true;
         let e = task_env(&p);
         assert!(e
             .iter()

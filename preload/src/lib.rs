@@ -3,8 +3,12 @@
 //! 1. **Thread pinning** (likwid-pin's technique): `pthread_create` is wrapped; the k-th thread
 //!    the process creates (main thread = 0) starts in a trampoline that pins it to
 //!    `CMLB_BIND_PUS[k]` before the real start routine runs, so it never touches memory from
-//!    another PU. The main thread is pinned by the library constructor. Threads beyond the list
-//!    keep the task's CPU mask. Only the process whose pid is `CMLB_BIND_PID` pins: children
+//!    another PU. The main thread is pinned when the process creates its first thread, not by
+//!    the constructor: runtimes size their thread pools from the affinity mask they find at
+//!    start (OpenBLAS, GROMACS, TBB, the JVM), and a main thread pinned to one PU made OpenBLAS
+//!    start one thread instead of two (NumPy's matrix product 1.8x slower, docs/benchmarks.md,
+//!    "Run time"). A process that never creates a thread keeps the task's mask. Threads beyond
+//!    the list keep the task's CPU mask. Only the process whose pid is `CMLB_BIND_PID` pins: children
 //!    inherit `LD_PRELOAD` but must not stack their threads onto the parent's plan.
 //! 2. **Exec-wrap** (profile mode on Slurm releases without `spank_prepend_task_argv`): when
 //!    `CMLB_EXEC_PID` is this process, the constructor re-executes the process as
@@ -21,7 +25,7 @@
 //! Failures never stop the program: one line on stderr, then it runs unpinned / unprofiled.
 
 use std::ffi::{c_char, c_int, c_void, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use contract::env::{
@@ -33,6 +37,8 @@ static PUS: OnceLock<Vec<u32>> = OnceLock::new();
 static VERBOSE: OnceLock<bool> = OnceLock::new();
 /// Index of the next thread to be created (0 is the main thread).
 static NEXT: AtomicUsize = AtomicUsize::new(1);
+/// The main thread has been pinned (at the process's first `pthread_create`).
+static MAIN_PINNED: AtomicBool = AtomicBool::new(false);
 
 /// "C-unwind": `pthread_exit` and `pthread_cancel` end a thread by a forced unwind through its
 /// start routine and our trampoline; through a plain "C" frame Rust aborts the process.
@@ -70,7 +76,6 @@ extern "C" fn init() {
         };
         match contract::decode_pus(&list) {
             Some(p) => {
-                pin_self(0, p[0]);
                 let _ = PUS.set(p);
             }
             None => eprintln!("cmlb-preload: {ENV_PUS}='{list}' is not a list of CPU numbers; threads stay unpinned"),
@@ -85,6 +90,22 @@ fn pin_self(k: usize, pu: u32) {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() };
             eprintln!("cmlb-preload: thread {k} (tid {tid}) pinned to CPU {pu}");
+        }
+        Ok(()) => {}
+    }
+}
+
+/// Pin the main thread (tid = pid) from whichever thread runs this.
+fn pin_main(pu: u32) {
+    // SAFETY: getpid/gettid have no preconditions.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+    if pid == tid {
+        return pin_self(0, pu);
+    }
+    match contract::pin_tid(pid, &[pu]) {
+        Err(e) => eprintln!("cmlb-preload: thread 0: cannot pin to CPU {pu}: {e}; left unpinned"),
+        Ok(()) if VERBOSE.get().copied().unwrap_or(false) => {
+            eprintln!("cmlb-preload: thread 0 (tid {pid}) pinned to CPU {pu}");
         }
         Ok(()) => {}
     }
@@ -150,6 +171,11 @@ pub unsafe extern "C" fn pthread_create(
     let Some(pus) = PUS.get() else {
         return real(thread, attr, start, arg);
     };
+    if !MAIN_PINNED.swap(true, Ordering::Relaxed) {
+        // The runtime has sized its pools from the task's mask by now: the main thread (tid =
+        // pid, whichever thread creates first) takes its PU before the first thread exists.
+        let _ = std::panic::catch_unwind(|| pin_main(pus[0]));
+    }
     let k = NEXT.fetch_add(1, Ordering::Relaxed);
     let Some(&pu) = pus.get(k) else {
         return real(thread, attr, start, arg);

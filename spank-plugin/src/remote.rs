@@ -22,12 +22,11 @@ pub(crate) enum TaskDo {
     /// Nothing (dry-run, or a task beyond the plan).
     Nothing,
     /// Task mask = `share`, thread k on `pus[k]`; `omp_team`: an MPI rank's OpenMP team size
-    /// ([`contract::PinEnv::omp_team`]); `rank`: one of several tasks ([`contract::PinEnv::rank`]).
+    /// ([`contract::PinEnv::omp_team`]).
     Pin {
         pus: Vec<u32>,
         share: Vec<u32>,
         omp_team: Option<usize>,
-        rank: bool,
     },
     /// Re-exec the task as `words... <program> <args>` (profiler or pre-run), inside `share`;
     /// with `trace`, the MPI tracer (library) records the task's rank traffic into the directory.
@@ -468,7 +467,6 @@ fn apply_task(t: usize, tp: &TaskPlan, opts: &MapOpts, s: &SlurmStep) -> Result<
             share: tp.share.clone(),
             // Ranks of a multi-task step start the MPI library's threads before the team.
             omp_team: if s.total > 1 { s.omp_threads } else { None },
-            rank: s.total > 1,
         },
         // A plan that binds nothing (`none`) leaves the task as Slurm placed it.
         None => TaskDo::Nothing,
@@ -515,21 +513,14 @@ pub(crate) fn task_init(sp: spank_t) -> i32 {
     }
     match action {
         TaskDo::Nothing => {}
-        TaskDo::Pin {
-            pus,
-            omp_team,
-            rank,
-            ..
-        } => set_all(contract::task_env(&PinEnv {
+        TaskDo::Pin { pus, omp_team, .. } => set_all(contract::task_env(&PinEnv {
             pus,
             mode: st.opts.bind,
-            omp_threads_set: ffi::getenv(sp, contract::env::OMP_NUM_THREADS).is_some(),
             preload_lib: (st.opts.bind != BindMode::Omp).then_some(preload.as_str()),
             existing_ld_preload: existing.as_deref(),
             pid: std::process::id(),
             verbose: st.opts.verbose,
             omp_team: *omp_team,
-            rank: *rank,
         })),
         TaskDo::Wrap { words, trace, .. } => {
             let mut existing = existing;

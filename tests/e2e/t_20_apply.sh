@@ -62,7 +62,8 @@ check "a bad strategy parameter stops srun with the words cmlb map uses" \
 if gcc -O2 -fopenmp -o "$WORK/omp" tests/e2e/omp.c 2>"$WORK/omp.cc"; then
     for s in compact scatter "$("$CMLB" map --list 2>/dev/null | awk '$1 == "cmlb" {print "cmlb"}')"; do
         [ -n "$s" ] || continue
-        srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=$s,bind=omp" "$WORK/omp" >"$WORK/omp_$s" 2>/dev/null
+        # The user's team of 4, as profiled (cmlb does not size the team).
+        OMP_NUM_THREADS=4 srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=$s,bind=omp" "$WORK/omp" >"$WORK/omp_$s" 2>/dev/null
         check "bind=omp, OpenMP program, strategy=$s: team member k on the planned PU" diff "$WORK/plan_$s" <(threads "$WORK/omp_$s")
     done
 else
@@ -80,14 +81,15 @@ if [ "$(nproc)" -ge 2 ]; then
     check "2 tasks: task 1's threads on another single PU ($t0/$t1)" test -n "$t1" -a "$t1" != "$t0" -a "$(echo $t1 | wc -w)" -eq 1
 fi
 
-# bind=omp: OpenMP variables set, no preload; OMP_NUM_THREADS left alone when the user set it.
+# bind=omp: OpenMP variables set, no preload; OMP_NUM_THREADS never set (the program's thread
+# count is its own: docs/spank.md, "Binding").
 srun -n1 -c2 --cmlb-map="apply:profile=$P,strategy=scatter,bind=omp" env >"$WORK/env_omp" 2>&1
 pl=$(planned scatter "$ALL" | awk '{printf "%s{%s}", (NR>1?",":""), $2}')
 check "bind=omp exports OMP_PLACES in thread order" contains "$WORK/env_omp" "OMP_PLACES=$pl"
 check "bind=omp exports OMP_PROC_BIND=true" contains "$WORK/env_omp" "OMP_PROC_BIND=true"
 check "bind=omp exports GOMP_CPU_AFFINITY" contains "$WORK/env_omp" "GOMP_CPU_AFFINITY="
 check "bind=omp exports KMP_AFFINITY" contains "$WORK/env_omp" "KMP_AFFINITY=granularity=fine,explicit,proclist=["
-check "bind=omp sets OMP_NUM_THREADS when unset" contains "$WORK/env_omp" "OMP_NUM_THREADS=4"
+check "bind=omp leaves OMP_NUM_THREADS unset" lacks "$WORK/env_omp" "OMP_NUM_THREADS="
 check "bind=omp does not preload" lacks "$WORK/env_omp" "libcmlb_preload"
 OMP_NUM_THREADS=4 srun -n1 -c2 --cmlb-map="apply:profile=$P,bind=preload" env >"$WORK/env_pre" 2>&1
 check "bind=preload preloads the pthread wrapper" contains "$WORK/env_pre" "libcmlb_preload.so"

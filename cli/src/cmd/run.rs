@@ -296,7 +296,6 @@ pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
     let env = contract::task_env(&PinEnv {
         pus,
         mode: bind,
-        omp_threads_set: omp.is_some(),
         preload_lib: lib.as_deref(),
         existing_ld_preload: existing.as_deref(),
         // exec keeps our pid: the preload pins only in the process with this pid.
@@ -304,7 +303,6 @@ pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
         verbose: false,
         // A rank starts the MPI library's threads before an OpenMP team (see PinEnv).
         omp_team: rank.as_ref().and(omp),
-        rank: rank.is_some(),
     });
     Ok(Some(Launch {
         mask: task.share.clone(),
