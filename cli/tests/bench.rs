@@ -50,9 +50,18 @@ fn csv_rows(dir: &Path) -> Vec<Vec<String>> {
 fn a_placement_sensitive_program_comes_out_significant_with_the_right_sign() {
     let d = tempfile::tempdir().unwrap();
     let prog = script(d.path(), "sensitive.sh", SENSITIVE);
+    // The plan's strategy is given (scatter pins whatever the profile says): a profile of a
+    // shell script supports no plan of the default strategy, which would pin nothing.
     let o = bench(
         d.path(),
-        &["--runs", "4", "--placements", "unpinned,compact,cmlb"],
+        &[
+            "--runs",
+            "4",
+            "--placements",
+            "unpinned,compact,cmlb",
+            "--strategy",
+            "scatter",
+        ],
         &prog,
     );
     let (out, err) = (
@@ -131,6 +140,41 @@ fn a_placement_sensitive_program_comes_out_significant_with_the_right_sign() {
             && verdict.ends_with("faster, significant"),
         "{out}"
     );
+}
+
+#[test]
+fn a_plan_the_profile_cannot_support_pins_nothing() {
+    // The default strategy on a profile of a shell script (no sharing data): the guard keeps
+    // what the user has, so every run of the cmlb placement is an unpinned one (fast here).
+    let d = tempfile::tempdir().unwrap();
+    let prog = script(d.path(), "sensitive.sh", SENSITIVE);
+    let o = bench(
+        d.path(),
+        &[
+            "--runs",
+            "4",
+            "--placements",
+            "compact,cmlb",
+            "--baseline",
+            "compact",
+        ],
+        &prog,
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{out}{err}");
+    assert!(err.contains("threads left as they are"), "{err}");
+    let row = out.lines().find(|l| l.starts_with("cmlb ")).unwrap();
+    assert!(
+        row.contains("faster") && row.contains("(no plan: runs unpinned)"),
+        "{out}"
+    );
+    for r in csv_rows(d.path()).iter().filter(|r| r[1] == "cmlb") {
+        let wall: f64 = r[2].parse().unwrap();
+        assert!((0.1..0.25).contains(&wall), "{r:?}");
+    }
 }
 
 #[test]

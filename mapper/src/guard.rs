@@ -80,10 +80,14 @@ const MATRIX_FREE: [&str; 4] = ["compact", "scatter", "random", "identity"];
 #[derive(Debug, Clone)]
 pub struct Choice {
     pub plan: Plan,
-    /// True when the plan is the prior's (`compact`) instead of the strategy's.
+    /// True when the evidence does not support the strategy's plan. Launchers then leave the
+    /// threads as they are (no thread pinning: what the user has without cmlb); `plan` is
+    /// creation order (`compact`), the reference the evidence was scored against, for
+    /// `cmlb map` and reports. Pinning in creation order instead cost 4-21 % of run time on 4
+    /// of 10 Debian programs on a 2-PU VM and gained on none (docs/benchmarks.md, "Run time").
     pub used_prior: bool,
     /// One line for the user, e.g. "plan kept: held-out RemoteComm 0.62x compact (...)" or
-    /// "profile too thin (...): using compact".
+    /// "profile too thin (...): threads left as they are".
     pub line: String,
 }
 
@@ -111,7 +115,7 @@ pub fn choose(
     let prior_choice = |why: String| Choice {
         plan: prior.clone(),
         used_prior: true,
-        line: format!("{why}: using compact (creation order)"),
+        line: format!("{why}: threads left as they are (no plan beats what you have)"),
     };
     let no_data = threads_without_data(&profile.comm);
     if no_data.len() == n {

@@ -555,7 +555,7 @@ impl Step {
             let action = match dir {
                 Some(dir) => {
                     let topo = self.node.restrict(share)?;
-                    let (plan, compact, n, verdict) = self.plan_task(&dir, &topo)?;
+                    let (plan, compact, n, verdict, unsupported) = self.plan_task(&dir, &topo)?;
                     if summary.is_none() {
                         summary = Some(format!(
                             "{}; {verdict}",
@@ -563,6 +563,9 @@ impl Step {
                         ));
                     }
                     match binding::thread_pus(&plan) {
+                        // The evidence supports no plan: the threads stay as the launcher
+                        // placed them, in the task's share, as without cmlb.
+                        _ if unsupported => TaskAction::Unpinned,
                         Some(pus) => TaskAction::Pin {
                             pus,
                             plan: Box::new(plan),
@@ -597,7 +600,7 @@ impl Step {
 
     /// The plan of one task from its profile, checked against creation order on held-out
     /// evidence ([`guarded_plan`]), and the `compact` plan it is compared with.
-    fn plan_task(&self, dir: &Path, topo: &Topology) -> Result<(Plan, Plan, usize, String)> {
+    fn plan_task(&self, dir: &Path, topo: &Topology) -> Result<(Plan, Plan, usize, String, bool)> {
         check_profile_files(dir)?;
         let prof = Profile::read_dir(dir)
             .map_err(|e| MapError::Step(format!("profile {} is unusable: {e}", dir.display())))?;
@@ -621,7 +624,7 @@ impl Step {
             seed: self.seed,
         };
         let compact = strategy::compute_plan("compact", &input)?;
-        Ok((choice.plan, compact, n, choice.line))
+        Ok((choice.plan, compact, n, choice.line, choice.used_prior))
     }
 
     fn summary_line(&self, dir: &Path, n: usize, plan: &Plan, compact: &Plan) -> String {

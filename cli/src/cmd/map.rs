@@ -147,7 +147,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let mut prof = Profile::read_dir(dir)?;
             prof.load = load.clone();
             let choice = mapper::pipeline::guarded_plan(&a.strategy, &prof, dir, &topo, a.seed)?;
-            say!("cmlb: map: {}", choice.line);
+            say!(
+                "cmlb: map: {}{}",
+                choice.line,
+                if choice.used_prior {
+                    " [the plan below is creation order, for reference: cmlb run and \
+                     --cmlb-map=apply pin nothing]"
+                } else {
+                    ""
+                }
+            );
             let mut plan = choice.plan;
             if let Some(c) = &costs {
                 mapper::compare::add_mram_cost(&mut plan, &input, c);
