@@ -168,7 +168,7 @@ fn a_plan_the_profile_cannot_support_pins_nothing() {
     assert!(err.contains("threads left as they are"), "{err}");
     let row = out.lines().find(|l| l.starts_with("cmlb ")).unwrap();
     assert!(
-        row.contains("faster") && row.contains("(no plan: runs unpinned)"),
+        row.contains("faster") && row.contains("(no thread plan: threads left as they are)"),
         "{out}"
     );
     for r in csv_rows(d.path()).iter().filter(|r| r[1] == "cmlb") {

@@ -296,7 +296,11 @@ fn a_launchers_rank_is_planned_with_its_nodes_ranks_or_left_alone() {
             .lines()
             .find_map(|l| l.strip_prefix(&format!("cmlb: rank {rank} on {node}: share ")))
             .unwrap_or_else(|| panic!("no pins line for rank {rank}: {err}"))
+            // Pinned threads, or (a thread profile that supports no plan) the share alone.
             .split(", thread->PU")
+            .next()
+            .unwrap()
+            .split("; threads unpinned")
             .next()
             .unwrap()
             .to_string();

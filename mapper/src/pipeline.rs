@@ -16,7 +16,12 @@
 //! # std::fs::create_dir(&prof).unwrap();
 //! # let threads: String = (0..4).map(|i| format!("- index: {i}\n  tid: {}\n", 100 + i)).collect();
 //! # std::fs::write(prof.join("profile.yaml"), format!("schema: 1\ncommand: [app]\nbackend: test\nthreads:\n{threads}")).unwrap();
-//! # std::fs::write(prof.join("comm.csv"), "0,9,0,0\n9,0,0,0\n0,0,0,9\n0,0,9,0\n").unwrap();
+//! # // Threads 0-2 and 1-3 share, seen alike in both held-out halves on 10 cache lines each.
+//! # std::fs::write(prof.join("comm.csv"), "0,0,20,0\n0,0,0,20\n20,0,0,0\n0,20,0,0\n").unwrap();
+//! # for h in ["a", "b"] {
+//! #     std::fs::write(prof.join(format!("comm.{h}.csv")), "0,0,10,0\n0,0,0,10\n10,0,0,0\n0,10,0,0\n").unwrap();
+//! #     std::fs::write(prof.join(format!("lines.{h}.csv")), "0,0,10,0\n0,0,0,10\n10,0,0,0\n0,10,0,0\n").unwrap();
+//! # }
 //! # std::fs::write(prof.join("load.csv"), "1\n1\n1\n1\n").unwrap();
 //! let machine = Topology::load("pack:1 numa:2 core:2 pu:1")?;
 //! let plan = Step::new(&machine, &[0, 1, 2, 3])?
@@ -100,6 +105,11 @@ pub enum TaskAction {
     /// Run in the task's share with its threads unpinned: the strategy binds nothing
     /// (`none`), or the site's default mode has no profile to apply yet.
     Unpinned,
+    /// The task's CPU mask is its share and nothing more: its thread profile supports no
+    /// thread plan ([`crate::guard::Choice::used_prior`]), so its threads float inside the
+    /// share as they would without cmlb. The share itself still counts: in a multi-task step
+    /// the rank matrix may have chosen which share each rank gets.
+    Share,
 }
 
 /// One local task's share of the step and what to do in it.
@@ -201,7 +211,7 @@ impl TaskAction {
                 w.push("--".into());
                 Some(w)
             }
-            TaskAction::Pin { .. } | TaskAction::Unpinned => None,
+            TaskAction::Pin { .. } | TaskAction::Unpinned | TaskAction::Share => None,
         }
     }
 }
@@ -565,7 +575,7 @@ impl Step {
                     match binding::thread_pus(&plan) {
                         // The evidence supports no plan: the threads stay as the launcher
                         // placed them, in the task's share, as without cmlb.
-                        _ if unsupported => TaskAction::Unpinned,
+                        _ if unsupported => TaskAction::Share,
                         Some(pus) => TaskAction::Pin {
                             pus,
                             plan: Box::new(plan),
@@ -776,21 +786,30 @@ mod tests {
             .strategy(StrategySpec::parse("cmlb").unwrap());
         let plan = step.compute().unwrap();
         assert_eq!(plan.tasks.len(), 2);
+        // Each task in its own share: pinned inside it, or (a profile without held-out halves
+        // supports no thread plan) the share as its mask.
+        assert_ne!(plan.tasks[0].share, plan.tasks[1].share);
         for tp in &plan.tasks {
-            let TaskAction::Pin { pus, .. } = &tp.action else {
-                panic!("{:?}", tp.action)
-            };
-            assert!(pus.iter().all(|p| tp.share.contains(p)), "{tp:?}");
+            match &tp.action {
+                TaskAction::Pin { pus, .. } => {
+                    assert!(pus.iter().all(|p| tp.share.contains(p)), "{tp:?}")
+                }
+                TaskAction::Share => {}
+                other => panic!("{other:?}"),
+            }
         }
-        // One task on the whole node: pairs (0,2) and (1,3) share a NUMA node (PUs 0-3, 4-7),
-        // whether the guard keeps cmlb's plan or creation order (which fits all four on one).
+        // One task on the whole node: pairs (0,2) and (1,3) share a NUMA node (PUs 0-3, 4-7)
+        // when the guard keeps cmlb's plan; otherwise the threads are left in the share.
         let plan = step.tasks(1).compute().unwrap();
-        let TaskAction::Pin { pus, .. } = &plan.tasks[0].action else {
-            unreachable!()
-        };
-        assert_eq!(pus[0] / 4, pus[2] / 4, "{pus:?}");
-        assert_eq!(pus[1] / 4, pus[3] / 4, "{pus:?}");
-        let s = plan.summary.unwrap();
+        let s = plan.summary.clone().unwrap();
+        match &plan.tasks[0].action {
+            TaskAction::Pin { pus, .. } => {
+                assert_eq!(pus[0] / 4, pus[2] / 4, "{pus:?}");
+                assert_eq!(pus[1] / 4, pus[3] / 4, "{pus:?}");
+            }
+            TaskAction::Share => assert!(s.contains("threads left as they are"), "{s}"),
+            other => panic!("{other:?}"),
+        }
         assert!(s.starts_with("cmlb: apply: strategy cmlb, profile "), "{s}");
         assert!(s.contains("(4 threads), PUs 0-7: RemoteComm"), "{s}");
     }
@@ -1029,9 +1048,11 @@ mod tests {
         let job = t.path().join("job");
         write_profile(&job.join("task2"), "0,9\n9,0\n", 2);
         let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
+        // A strategy that pins from any profile: which profile is used is what is tested.
         let p = Step::new(&machine, &[0, 1, 2, 3])
             .unwrap()
             .layout(&[4, 5], 8, 2)
+            .strategy(StrategySpec::parse("scatter").unwrap())
             .profile(ProfileSource::Given(job.clone()))
             .compute()
             .unwrap();
@@ -1054,6 +1075,7 @@ mod tests {
             Step::new(&machine, &[0, 1, 2, 3])
                 .unwrap()
                 .layout(&[0], 2, 2)
+                .strategy(StrategySpec::parse("scatter").unwrap())
                 .omp_threads(Some(omp))
                 .profile(ProfileSource::Given(job.clone()))
                 .compute()

@@ -21,8 +21,8 @@ use std::path::PathBuf;
 pub(crate) enum TaskDo {
     /// Nothing (dry-run, or a task beyond the plan).
     Nothing,
-    /// Task mask = `share`, thread k on `pus[k]`; `omp_team`: an MPI rank's OpenMP team size
-    /// ([`contract::PinEnv::omp_team`]).
+    /// Task mask = `share`, thread k on `pus[k]` (none when `pus` is empty: the share only);
+    /// `omp_team`: an MPI rank's OpenMP team size ([`contract::PinEnv::omp_team`]).
     Pin {
         pus: Vec<u32>,
         share: Vec<u32>,
@@ -462,6 +462,12 @@ fn apply_task(t: usize, tp: &TaskPlan, opts: &MapOpts, s: &SlurmStep) -> Result<
         return Ok(TaskDo::Nothing);
     }
     Ok(match pus {
+        // The share as the task's mask, no thread pinned (empty `pus`: no environment).
+        None if tp.action == TaskAction::Share => TaskDo::Pin {
+            pus: Vec::new(),
+            share: tp.share.clone(),
+            omp_team: None,
+        },
         Some(p) => TaskDo::Pin {
             pus: p.clone(),
             share: tp.share.clone(),

@@ -502,9 +502,13 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
     match run::plan(&ra) {
         Ok(Some(l)) => Ok(Placement {
             name: name.into(),
+            // No environment: the guard found no plan, the threads are left free.
+            note: l
+                .env
+                .is_empty()
+                .then(|| "no thread plan: threads left as they are".to_string()),
             launch: Some(l),
             argv: None,
-            note: None,
         }),
         Ok(None) => Ok(Placement {
             name: name.into(),

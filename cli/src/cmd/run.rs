@@ -263,6 +263,27 @@ pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
     let pus = match &task.action {
         TaskAction::Pin { pus, .. } => pus,
         TaskAction::Unpinned => return Ok(None),
+        // No thread plan: the task's share as its mask (this process's own CPUs for a plain
+        // `cmlb run`; a rank's share of the node), threads free inside it.
+        TaskAction::Share => {
+            if a.show_pins {
+                if let Some(r) = &rank {
+                    say!(
+                        "cmlb: rank {} on {}: share {}; threads unpinned inside it",
+                        r.ids.rank,
+                        r.node,
+                        format_cpu_list(&task.share)
+                    );
+                }
+            }
+            if a.dry_run {
+                return Ok(None);
+            }
+            return Ok(Some(Launch {
+                mask: task.share.clone(),
+                env: Vec::new(),
+            }));
+        }
         TaskAction::Prerun { dir } | TaskAction::Profile { dir, .. } => {
             bail!(
                 "the profiling pre-run wrote no profile in {}",
