@@ -100,6 +100,16 @@ eval_ft() {
             pt ? pon / pt : 0, st ? son / st : 0, nt ? non / nt : 0, wrong ? " wrong=" wrong : "" }' "$2"
 }
 
+# left_alone ERRFILE: the guard found no plan better than what the threads have and said so
+# (the threads are then left as they are: docs/evidence.md).
+left_alone() { grep -qF "threads left as they are" "$1"; }
+# all_unpinned OUTFILE: every thread the workload reported ran on all of the guest's CPUs.
+all_unpinned() {
+    awk -v all="$(cat /sys/devices/system/cpu/online)" '
+        { for (i = 1; i <= NF; i++) if ($i ~ /^cpus=/) { n++; if (substr($i, 6) != all) bad++ } }
+        END { exit !(n > 0 && bad == 0) }' "$1"
+}
+
 # The plan `cmlb run` itself makes: thread:PU pairs from its --dry-run line.
 run_plan() { # run_plan PROFILE STRATEGY CMD...
     p=$1
@@ -132,6 +142,15 @@ check_placement() {
                 { fail placement-$s "cmlb run --strategy $s failed: $(tail -c 300 /tmp/ft-$s.err)"; continue; }
         else
             cp /tmp/ft-default.out /tmp/ft-$s.out
+            cp /tmp/ft-default.err /tmp/ft-$s.err
+        fi
+        if left_alone /tmp/ft-$s.err; then
+            if all_unpinned /tmp/ft-$s.out; then
+                pass placement-$s "the guard found no plan better than what the threads have: left as they are, every thread on all CPUs ($(grep -o 'profile [^:]*' /tmp/ft-$s.err | head -1))"
+            else
+                fail placement-$s "the guard left the threads as they are, but not every thread ran on all CPUs: $(grep -o 'cpus=[^ ]*' /tmp/ft-$s.out | sort | uniq -c | tr '\n' ' ')"
+            fi
+            continue
         fi
         plan=$(run_plan /tmp/prof-ft "$s" $ft)
         eval "plan_$(echo $s | tr - _)=\"\$plan\""
@@ -372,6 +391,15 @@ check_balance() {
             { fail balance-$s "cmlb run failed: $(tail -c 300 /tmp/sk-$s.err)"; continue; }
         a=$(node_pages)
         log sk-$s </tmp/sk-$s.err
+        if left_alone /tmp/sk-$s.err; then
+            eval "left_$(echo $s | tr - _)=1"
+            if all_unpinned /tmp/sk-$s.out; then
+                pass balance-$s "the guard found no plan better than what the threads have: left as they are, every thread on all CPUs"
+            else
+                fail balance-$s "the guard left the threads as they are, but not every thread ran on all CPUs: $(grep -o 'cpus=[^ ]*' /tmp/sk-$s.out | sort | uniq -c | tr '\n' ' ')"
+            fi
+            continue
+        fi
         # promised per-node load (plan assignment + the profile's load vector) vs measured pages
         r=$(tr -d ' \n' </tmp/sk-$s.json | grep -o '"thread":[0-9]*,"pu":[0-9]*,"core":[0-9]*,"numa":[0-9]*' |
             sed 's/"thread":\([0-9]*\),"pu":\([0-9]*\),"core":[0-9]*,"numa":\([0-9]*\)/\1 \2 \3/' |
@@ -411,14 +439,28 @@ check_balance() {
     ir=$(imb cmlb_refine)
     ic=$(imb compact)
     is=$(imb scatter)
-    if [ -n "$ir" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ir" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.005 && r <= c + 0.005) }'; then
+    # A strategy the guard overruled pinned nothing: its claim is then that creation order is
+    # already as balanced as the spread plan (compact no worse than scatter).
+    if [ -n "${left_cmlb_refine:-}" ] && [ -n "$ic" ] && [ -n "$is" ]; then
+        if awk -v s="$is" -v c="$ic" 'BEGIN { exit !(c <= s + 0.005) }'; then
+            pass balance-vs-unbalanced "cmlb-refine left the threads as they are: creation order is balanced (distance compact $ic, scatter $is)"
+        else
+            fail balance-vs-unbalanced "cmlb-refine left the threads as they are though creation order is less balanced than scatter (compact $ic, scatter $is)"
+        fi
+    elif [ -n "$ir" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ir" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.005 && r <= c + 0.005) }'; then
         pass balance-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb-refine $ir, compact $ic, scatter $is (bar: cmlb-refine lowest, 0.005 rounding)"
     else
         fail balance-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb-refine '$ir', compact '$ic', scatter '$is' (bar: cmlb-refine lowest, 0.005 rounding)"
     fi
     # The thesis's own strategy promises balance too.
     ib=$(imb cmlb)
-    if [ -n "$ib" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ib" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.005 && r <= c + 0.005) }'; then
+    if [ -n "${left_cmlb:-}" ] && [ -n "$ic" ] && [ -n "$is" ]; then
+        if awk -v s="$is" -v c="$ic" 'BEGIN { exit !(c <= s + 0.005) }'; then
+            pass balance-cmlb-vs-unbalanced "cmlb left the threads as they are: creation order is balanced (distance compact $ic, scatter $is)"
+        else
+            fail balance-cmlb-vs-unbalanced "cmlb left the threads as they are though creation order is less balanced than scatter (compact $ic, scatter $is)"
+        fi
+    elif [ -n "$ib" ] && [ -n "$is" ] && [ -n "$ic" ] && awk -v r="$ib" -v s="$is" -v c="$ic" 'BEGIN { exit !(r <= s + 0.005 && r <= c + 0.005) }'; then
         pass balance-cmlb-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb $ib, compact $ic, scatter $is (bar: cmlb lowest, 0.005 rounding)"
     else
         fail balance-cmlb-vs-unbalanced "distance of the planned per-node memory from the nodes' CPU shares: cmlb '$ib', compact '$ic', scatter '$is' (bar: cmlb lowest, 0.005 rounding); loads $(tr '\n' ',' </tmp/prof-sk/load.csv)"
