@@ -57,6 +57,9 @@ fn a_placement_sensitive_program_comes_out_significant_with_the_right_sign() {
         &[
             "--runs",
             "4",
+            // Exactly 4 rounds, whatever the interval's width (the order is checked below).
+            "--max-runs",
+            "4",
             "--placements",
             "unpinned,compact,cmlb",
             "--strategy",

@@ -84,7 +84,7 @@ pub struct Choice {
     /// threads as they are (no thread pinning: what the user has without cmlb); `plan` is
     /// creation order (`compact`), the reference the evidence was scored against, for
     /// `cmlb map` and reports. Pinning in creation order instead cost 4-21 % of run time on 4
-    /// of 10 Debian programs on a 2-PU VM and gained on none (docs/benchmarks.md, "Run time").
+    /// of 10 programs on a 2-PU VM and gained on none (docs/benchmarks.md, "Run time").
     pub used_prior: bool,
     /// One line for the user, e.g. "plan kept: held-out RemoteComm 0.62x compact (...)" or
     /// "profile too thin (...): threads left as they are".
