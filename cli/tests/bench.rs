@@ -240,6 +240,10 @@ fn bad_arguments_are_refused_before_anything_runs() {
         &["unknown placement 'compcat'", "scatter"],
     );
     usage_error(
+        &["bench", "--bind", "pin", "--", &prog],
+        &["unknown bind mode 'pin' (expected omp, preload or both)"],
+    );
+    usage_error(
         &["bench", "--runs", "3", "--", &prog],
         &["--runs", "3 is not in 4..=1000"],
     );

@@ -136,16 +136,7 @@ pub fn write_bench_report(
     out: &Path,
 ) -> Result<Vec<PathBuf>> {
     mapper::output::check_output_dir(out, "index.html", inputs)?;
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| ReportError::io(parent, e))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".cmlb-report-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .tempdir_in(parent)
-        .map_err(|e| ReportError::io(parent, e))?;
+    let tmp = crate::staging_dir(out)?;
     bench_plot(runs, placements, title, tmp.path())?;
     let esc = crate::html::escape;
     let page = format!(

@@ -50,6 +50,22 @@ pub struct ReportInput<'a> {
     pub compare: &'a [(String, std::result::Result<Plan, String>)],
 }
 
+/// A temporary sibling of `out` to fill before it replaces `out` atomically
+/// ([`mapper::output::replace_dir`]).
+fn staging_dir(out: &Path) -> Result<tempfile::TempDir> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| ReportError::io(parent, e))?;
+    // 0777 minus the umask, as mkdir would give (tempfile's default is 0700).
+    tempfile::Builder::new()
+        .prefix(".cmlb-report-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .tempdir_in(parent)
+        .map_err(|e| ReportError::io(parent, e))
+}
+
 /// The files a report consists of, relative to its directory.
 pub const FIGURES: [&str; 5] = ["heatmap", "heatmap-plan", "timeline", "load", "topology"];
 
@@ -58,17 +74,7 @@ pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
     mapper::output::check_output_dir(out, "index.html", &[input.profile_dir])?;
     let view = PlanView::new(input.plan, input.topology, input.profile.comm.n())?;
     fonts::ensure()?;
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| ReportError::io(parent, e))?;
-    // 0777 minus the umask, as mkdir would give (tempfile's default is 0700).
-    let tmp = tempfile::Builder::new()
-        .prefix(".cmlb-report-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .tempdir_in(parent)
-        .map_err(|e| ReportError::io(parent, e))?;
+    let tmp = staging_dir(out)?;
     let dir = tmp.path();
     let mut names = Vec::new();
     let n = input.profile.comm.n();

@@ -120,8 +120,8 @@ pub struct Args {
     #[arg(long, default_value_t = 3.0, value_name = "SECS")]
     pub time: f64,
     /// omp, preload or both (as `cmlb run --bind`).
-    #[arg(long, default_value = "both")]
-    pub bind: String,
+    #[arg(long, default_value = "both", value_parser = run::parse_bind)]
+    pub bind: contract::BindMode,
     /// The pthread_create preload library (default: libcmlb_preload.so next to cmlb).
     #[arg(long, value_name = "FILE")]
     pub preload: Option<PathBuf>,
@@ -454,14 +454,7 @@ pub fn read_csv(path: &Path) -> Result<Vec<Sample>> {
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    Ok(mapper::output::write_atomic(path, text.as_bytes())?)
 }
 
 /// How to make a placement: through `cmlb run`'s own planning, so that the bench times
@@ -489,7 +482,7 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
         time: a.time,
         backend: None,
         period: None,
-        bind: run::parse_bind(&a.bind).map_err(anyhow::Error::msg)?,
+        bind: a.bind,
         preload: a.preload.clone(),
         strict: false,
         dry_run: false,
