@@ -91,6 +91,7 @@ fn write_profile(dir: &Path) {
         timeline,
         halves: None,
         lines: None,
+        cpu: None,
     }
     .write_dir(dir)
     .unwrap();

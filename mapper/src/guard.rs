@@ -30,6 +30,10 @@
 //!    its creation-order neighbours, a thin profile's plan stays close to creation order, and
 //!    ties between plans go the prior's way.
 //!
+//! 5. A kept plan is refused when the profile's CPU timeline (`cpu.csv`) says it stacks threads
+//!    that ran at the same time on one PU ([`CROWD_MAX`]): sharing evidence cannot see that,
+//!    and a plan kept on it made bwa 1.93x slower on a 2-PU VM.
+//!
 //! Tolerance (stated, tested in `tests/guard.rs` on synthetic watch-like profiles thinned to
 //! 10–100 of 1 000 watched words): the chosen plan's RemoteComm on the true matrix is at most
 //! [`TOLERANCE`] (5 %) above `compact`'s. On full profiles the plan is kept and wins where
@@ -73,6 +77,17 @@ pub const PRIOR_WEIGHT: f64 = 0.05;
 /// `(1 + TOLERANCE)` × compact's (tested on thinned profiles, see the module doc).
 pub const TOLERANCE: f64 = 0.05;
 
+/// A plan is refused when the profile's CPU timeline says it would make the threads' work take
+/// more than this many times as long as unpinned ([`crate::profile::cpu::CpuTimeline::crowding`]):
+/// it stacks threads that run at the same time on one PU. Above 1 because a timeline measured
+/// unpinned is noisy per bin (the kernel's slices): four always-busy threads pinned two per PU
+/// score up to ~1.05 on 100 ms bins.
+pub const CROWD_MAX: f64 = 1.1;
+/// Bins of the CPU timeline are merged to at least this width before [`CROWD_MAX`] is checked:
+/// over 100 ms the kernel shares a PU fairly, so pinned pairs of busy threads do not look
+/// crowded by chance, while waves of workers (hundreds of ms) stay visible.
+pub const CROWD_BIN_MS: f64 = 100.0;
+
 /// Strategies that do not read the matrix: nothing to check.
 const MATRIX_FREE: [&str; 4] = ["compact", "scatter", "random", "identity"];
 
@@ -98,6 +113,47 @@ pub struct Choice {
 /// (half A, half B, whole matrix), once otherwise. The returned plan's metrics are those of
 /// the profile's own matrix and loads.
 pub fn choose(
+    profile: &Profile,
+    topology: &Topology,
+    plan_with: &dyn Fn(&CommMatrix) -> Result<Plan>,
+) -> Result<Choice> {
+    let choice = choose_on_sharing(profile, topology, plan_with)?;
+    let checkable = !choice.used_prior
+        && !choice.plan.assignment.is_empty()
+        && !MATRIX_FREE.contains(&choice.plan.strategy.as_str());
+    let Some(cpu) = profile.cpu.as_ref().filter(|_| checkable) else {
+        return Ok(choice);
+    };
+    let n = profile.comm.n();
+    let pus = pus_of(&choice.plan, topology, n)?;
+    let crowding = cpu
+        .coarsened(CROWD_BIN_MS)
+        .crowding(&pus, topology.pus.len());
+    if crowding <= CROWD_MAX {
+        return Ok(choice);
+    }
+    // The sharing evidence held (the plan would cut communication), but not the CPU time:
+    // compact is the reference, as for every refusal.
+    let input = MapInput {
+        comm: &profile.comm,
+        load: &profile.load,
+        topology,
+        seed: 0,
+    };
+    Ok(Choice {
+        plan: compute_plan("compact", &input)?,
+        used_prior: true,
+        line: format!(
+            "plan refused: it stacks threads that ran at the same time on the same PUs \
+             (their work would take an estimated {crowding:.2}x as long as unpinned, from the \
+             profile's CPU timeline; it had {}): threads left as they are",
+            choice.line.trim_start_matches("plan kept: ")
+        ),
+    })
+}
+
+/// [`choose`] on the sharing and memory-load evidence alone.
+fn choose_on_sharing(
     profile: &Profile,
     topology: &Topology,
     plan_with: &dyn Fn(&CommMatrix) -> Result<Plan>,

@@ -12,6 +12,8 @@
 //!   comm.b.csv     comm.csv (held-out evidence for [`crate::guard`], see [`evidence`])
 //!   lines.a.csv    optional, with the halves: per pair, the distinct cache lines its events
 //!   lines.b.csv    in that half came from (the independent observations behind the counts)
+//!   cpu.csv        optional: CPU time per thread per time bin (`cpu.bin_ms` in the params),
+//!                  when each thread ran ([`cpu`])
 //! ```
 //! Written atomically: into a temporary sibling directory, then renamed into place.
 
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub mod accumulate;
+pub mod cpu;
 pub mod evidence;
 pub mod ranks;
 pub mod samples;
@@ -118,6 +121,9 @@ pub struct Profile {
     /// line, so lines, not events, are the independent observations: the guard's test for
     /// programs with few threads counts them. `None` without halves and in older profiles.
     pub lines: Option<(CommMatrix, CommMatrix)>,
+    /// When each thread ran (`cpu.csv`): lets the guard refuse a plan that stacks threads
+    /// running at the same time on one PU. `None` in older profiles and imports.
+    pub cpu: Option<cpu::CpuTimeline>,
 }
 
 impl Profile {
@@ -168,6 +174,7 @@ impl Profile {
         };
         let halves = read_halves(dir, &comm)?;
         let lines = read_lines(dir, halves.as_ref())?;
+        let cpu = read_cpu(dir, &meta, comm.n())?;
         Ok(Profile {
             meta,
             comm,
@@ -175,6 +182,7 @@ impl Profile {
             timeline,
             halves,
             lines,
+            cpu,
         })
     }
 
@@ -259,11 +267,33 @@ impl Profile {
             .into_inner()
             .map_err(|e| MapError::parse(t.join("timeline.csv"), e.to_string()))?;
         write_file(&t.join("timeline.csv"), &bytes)?;
+        if let Some(c) = &self.cpu {
+            write_file(&t.join(cpu::CPU_FILE), c.to_csv().as_bytes())?;
+        }
         if let Some(log) = samples {
             samples::write_samples_csv(&t.join(samples::SAMPLES_FILE), log)?;
         }
         crate::output::replace_dir(tmp.keep(), dir)
     }
+}
+
+/// Read `cpu.csv` if it exists; its bin width must be in the params.
+fn read_cpu(dir: &Path, meta: &ProfileMeta, n: usize) -> Result<Option<cpu::CpuTimeline>> {
+    let path = dir.join(cpu::CPU_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let Some(bin_ms) = cpu::bin_ms(&meta.params) else {
+        return Err(MapError::input(
+            path.display().to_string(),
+            format!(
+                "profile.yaml has no '{}' parameter for its bin width (delete {} to map without it)",
+                cpu::BIN_PARAM,
+                cpu::CPU_FILE
+            ),
+        ));
+    };
+    cpu::CpuTimeline::read(&path, n, bin_ms).map(Some)
 }
 
 /// Read `comm.a.csv` and `comm.b.csv` if both exist; they must have the matrix's size and add
@@ -545,12 +575,30 @@ mod tests {
             timeline: Vec::new(),
             halves: Some((a, b)),
             lines: Some((sym(n, &[(0, 1, 4.0)]), sym(n, &[(0, 1, 2.0), (1, 2, 1.0)]))),
+            cpu: None,
         };
         p.update_evidence(1);
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().join("p");
         p.write_dir(&d).unwrap();
         assert_eq!(Profile::read_dir(&d).unwrap(), p);
+        // The CPU timeline travels with its bin width, and is refused without it.
+        p.cpu = Some(cpu::CpuTimeline {
+            bin_ms: 20.0,
+            ms: vec![vec![1.5, 0.0], vec![20.0, 2.25], vec![0.0, 0.0]],
+        });
+        p.meta.params.insert(cpu::BIN_PARAM.into(), "20".into());
+        p.write_dir(&d).unwrap();
+        assert_eq!(Profile::read_dir(&d).unwrap(), p);
+        let yaml = std::fs::read_to_string(d.join("profile.yaml")).unwrap();
+        std::fs::write(
+            d.join("profile.yaml"),
+            yaml.replace(cpu::BIN_PARAM, "cpu.other"),
+        )
+        .unwrap();
+        let e = Profile::read_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("cpu.csv") && e.contains(cpu::BIN_PARAM), "{e}");
+        std::fs::remove_file(d.join(cpu::CPU_FILE)).unwrap();
         // More lines than events.
         std::fs::write(d.join(LINE_FILES[1]), "0,2,0\n2,0,4\n0,4,0\n").unwrap();
         let e = Profile::read_dir(&d).unwrap_err().to_string();

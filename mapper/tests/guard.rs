@@ -123,6 +123,7 @@ fn sampled(t: &CommMatrix, words: usize, noise: f64, rng: &mut ChaCha8Rng) -> Pr
         timeline: Vec::new(),
         halves: Some((a, b)),
         lines: Some((la, lb)),
+        cpu: None,
     };
     p.update_evidence(1);
     p
@@ -638,5 +639,53 @@ fn a_balance_does_not_keep_a_plan_that_loses_held_out() {
         refused > 0 && kept_for_balance > 0,
         "the cases do not exercise the rule: {refused} refused, {kept_for_balance} kept for \
          balance of {cases}"
+    );
+}
+
+/// The CPU timeline vetoes a plan that would make threads which ran side by side take turns
+/// on one PU (bwa's worker waves on a 2-PU VM: a plan kept on its sharing ran 1.93x slower),
+/// and leaves a plan alone when the threads it puts together can share a PU.
+#[test]
+fn a_plan_that_stacks_threads_running_at_once_is_refused() {
+    use mapper::profile::cpu::CpuTimeline;
+    let topo = Topology::from_synthetic("core:2 pu:1").unwrap();
+    // Pairs (0, 2) and (1, 3): creation order splits both, the plan keeps them together.
+    let mut t = CommMatrix::zeros(4);
+    t.add_sym(0, 2, 1.0);
+    t.add_sym(1, 3, 1.0);
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut p = sampled(&t, 1000, 0.0, &mut rng);
+    let bins = 100;
+
+    // Every thread busy all the time: two per PU is what the kernel gives them anyway.
+    p.cpu = Some(CpuTimeline {
+        bin_ms: 20.0,
+        ms: vec![vec![10.0; bins]; 4],
+    });
+    let o = decide(&p, &t, &topo, "cmlb-refine");
+    assert!(!o.used_prior, "{}", o.line);
+    assert!(o.line.starts_with("plan kept"), "{}", o.line);
+
+    // Threads 0 and 2 run together, then 1 and 3: the plan puts each wave on one PU.
+    let busy_in_first_half = |first: bool| -> Vec<f64> {
+        (0..bins)
+            .map(|b| if (b < bins / 2) == first { 20.0 } else { 0.0 })
+            .collect()
+    };
+    let ms = vec![
+        busy_in_first_half(true),
+        busy_in_first_half(false),
+        busy_in_first_half(true),
+        busy_in_first_half(false),
+    ];
+    p.cpu = Some(CpuTimeline { bin_ms: 20.0, ms });
+    let o = decide(&p, &t, &topo, "cmlb-refine");
+    assert!(o.used_prior, "{}", o.line);
+    assert!(
+        o.line.starts_with("plan refused: it stacks threads")
+            && o.line.contains("2.00x as long as unpinned")
+            && o.line.contains("threads left as they are"),
+        "{}",
+        o.line
     );
 }

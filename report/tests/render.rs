@@ -112,6 +112,7 @@ fn profile() -> Profile {
         timeline,
         halves: None,
         lines: None,
+        cpu: None,
     }
 }
 

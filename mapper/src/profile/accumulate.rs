@@ -5,7 +5,8 @@
 //! What is merged: the communication matrix, its halves and their line counts are summed (they
 //! count events and lines), the per-thread sample counts and the profiled time are summed, the
 //! load vector is averaged over the runs (each run's vector has the scale of that run's length;
-//! the mapping only uses its proportions). The timeline, phases and parameters are the newest run's.
+//! the mapping only uses its proportions). The timeline, CPU timeline, phases and parameters
+//! are the newest run's.
 //!
 //! A bound on the kept runs (`max_runs`) keeps the profile following the program: once that
 //! many runs are in, the accumulated counts are scaled by `(max_runs - 1) / runs` before the
@@ -107,6 +108,7 @@ impl Profile {
         self.lines = lines;
         self.load = load;
         self.timeline = new.timeline.clone();
+        self.cpu = new.cpu.clone();
         self.update_evidence(kept + 1);
         Ok(())
     }
@@ -167,6 +169,7 @@ mod tests {
             timeline: Vec::new(),
             halves: Some((a, b)),
             lines: Some(lines),
+            cpu: None,
         };
         p.update_evidence(1);
         p

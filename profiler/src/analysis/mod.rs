@@ -473,6 +473,7 @@ impl Analyzer {
             timeline,
             halves: Some(self.comm.halves()),
             lines: Some(self.comm.line_halves()),
+            cpu: None,
         };
         profile.update_evidence(1);
         profile

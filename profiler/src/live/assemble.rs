@@ -21,6 +21,8 @@ pub struct Meta {
     pub watch_hold: u32,
     /// Keep at most this many raw samples (time order) for `samples.csv`; 0 keeps none.
     pub sample_log_limit: usize,
+    /// When each thread ran, for `cpu.csv` (none in tests that build from samples alone).
+    pub cpu: Option<super::cpu::CpuPoll>,
 }
 
 /// The first `limit` samples of the stream communication is counted on, with each tid
@@ -165,6 +167,20 @@ pub fn build(
         m.params
             .insert("sample_log.kept".into(), log.len().to_string());
     }
+    if let Some(c) = meta.cpu.filter(|c| c.has_data()) {
+        // Rows as the matrix has threads (the analysis may add threads known only from samples).
+        let t = c.timeline(profile.comm.n(), |tid| table.index(tid));
+        m.params.insert(
+            mapper::profile::cpu::BIN_PARAM.into(),
+            format!("{}", t.bin_ms),
+        );
+        m.params.insert(
+            "cpu.source".into(),
+            "/proc/PID/task/TID/schedstat (scheduler run time)".into(),
+        );
+        m.params.insert("cpu.reads".into(), c.polls().to_string());
+        profile.cpu = Some(t);
+    }
     profile.update_evidence(1);
     Ok((profile, log))
 }
@@ -203,6 +219,7 @@ mod tests {
             watch_interval_ns: 50_000_000,
             watch_hold: 1,
             sample_log_limit: 0,
+            cpu: None,
         };
         let (p, _) = build(&table, samples, Vec::new(), Vec::new(), meta).unwrap();
         assert!(p.comm.get(0, 1) > 0.0, "page-level sharing counted");

@@ -19,6 +19,7 @@ pub mod threads;
 pub mod watch;
 
 mod assemble;
+mod cpu;
 mod knobs;
 mod sampling;
 pub mod stable;
@@ -473,6 +474,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
         sched,
         followed,
         stopped_early,
+        cpu,
     } = sampling::sample(
         cfg,
         backend,
@@ -574,6 +576,7 @@ pub fn run_profile(cfg: &ProfileConfig) -> Result<ProfileRun> {
             watch_interval_ns: cfg.watch.interval.as_nanos() as u64,
             watch_hold: cfg.watch.hold,
             sample_log_limit: cfg.sample_log_limit,
+            cpu: Some(cpu),
         },
     )?;
     if let Some(e) = profile.meta.evidence.as_mut() {

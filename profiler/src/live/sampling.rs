@@ -3,7 +3,8 @@
 //! watchpoints as the scheduler says.
 
 use super::{
-    assemble, process_alive, stable, threads, watch, Collected, ProfileConfig, StreamKind, SIGNAL,
+    assemble, cpu, process_alive, stable, threads, watch, Collected, ProfileConfig, StreamKind,
+    SIGNAL,
 };
 use super::{Stream, WatchConfig};
 use crate::probe::Backend;
@@ -23,6 +24,8 @@ pub(super) struct Sampled {
     pub followed: Option<threads::ThreadTable>,
     /// Sampling stopped early because the evidence was stable ([`stable`]).
     pub stopped_early: Option<mapper::profile::evidence::SamplingStop>,
+    /// When each thread ran (`cpu.csv`).
+    pub cpu: cpu::CpuPoll,
 }
 
 /// Sample until the end; the streams are drained a last time and closed before returning.
@@ -62,8 +65,13 @@ pub(super) fn sample(
     let mut last_progress = start;
     let mut watch_errors = 0u64;
     let mut stopped_by_signal = false;
+    let mut cpu = cpu::CpuPoll::new(start);
 
     loop {
+        match followed.as_ref() {
+            Some(t) => cpu.poll(Instant::now(), t.live_processes().collect::<Vec<_>>()),
+            None => cpu.poll(Instant::now(), [root]),
+        }
         for s in streams.iter_mut() {
             data.skipped += s.drain(&mut recs);
         }
@@ -192,5 +200,6 @@ pub(super) fn sample(
         sched,
         followed,
         stopped_early,
+        cpu,
     }
 }
