@@ -38,7 +38,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the topology cmlb sees (live, XML or synthetic, optionally restricted).
+    /// Print the topology cmlb sees (live, XML or synthetic, optionally restricted), with its
+    /// GPUs and NICs and the NUMA nodes they hang from.
     Topology(cmd::topology::Args),
     /// Compute a thread-to-PU plan from a profile or matrix.
     Map(cmd::map::Args),

@@ -53,4 +53,4 @@ pub use matrix::CommMatrix;
 pub use pipeline::plan_for;
 pub use plan::{Assignment, Plan};
 pub use strategy::StrategySpec;
-pub use topology::{Level, Topology};
+pub use topology::{Device, DeviceKind, Level, Topology};

@@ -107,6 +107,48 @@ impl NumaNode {
     }
 }
 
+/// What an I/O [`Device`] is, for placement: tasks want their GPUs and NICs near their cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// A GPU or other accelerator (hwloc's GPU and co-processor OS devices: CUDA, NVML,
+    /// ROCm SMI, OpenCL, Level Zero, DRM).
+    Gpu,
+    /// A network interface (hwloc's OpenFabrics and network OS devices).
+    Nic,
+}
+
+impl DeviceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "GPU",
+            DeviceKind::Nic => "NIC",
+        }
+    }
+}
+
+/// One physical device (one PCI function), with the names its drivers give it and where it
+/// hangs in the machine. Locality is the whole machine's, whatever the restriction: a job's
+/// cpuset does not move a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub kind: DeviceKind,
+    /// hwloc's OS device names, most specific first (`cuda0`, `nvml0`, `card1`; `mlx5_0`,
+    /// `ib0`): what CUDA/ROCm/verbs call it.
+    pub names: Vec<String>,
+    /// OS indexes of the PUs local to it (the cpuset of its first non-I/O ancestor).
+    pub local_pus: Vec<u32>,
+    /// OS indexes of the NUMA nodes of those PUs.
+    pub numa: Vec<u32>,
+}
+
+impl Device {
+    /// The name to show: the most specific one.
+    pub fn name(&self) -> &str {
+        self.names.first().map_or("?", String::as_str)
+    }
+}
+
 /// The topology tree, its PUs in tree order, and its NUMA nodes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
@@ -119,6 +161,9 @@ pub struct Topology {
     pub source: String,
     /// The cpuset (Linux list format) this topology was restricted to, if any.
     pub restricted_to: Option<String>,
+    /// GPUs and NICs with their locality (empty for synthetic topologies and machines
+    /// without them), in hwloc's order.
+    pub devices: Vec<Device>,
 }
 
 impl Topology {
@@ -132,6 +177,7 @@ impl Topology {
             distances: None,
             source: source.into(),
             restricted_to: None,
+            devices: Vec::new(),
         };
         t.add(root, None, None, None)?;
         if t.pus.is_empty() {
@@ -371,6 +417,7 @@ impl Topology {
             .ok_or_else(|| MapError::Topology("restriction leaves no PUs".into()))?;
         let mut t = Topology::build(&spec, self.source.clone())?;
         t.restricted_to = Some(format_cpu_list(cpuset));
+        t.devices = self.devices.clone();
         if let Some(d) = &self.distances {
             let pos: Vec<usize> = t
                 .numa
@@ -452,7 +499,46 @@ impl Topology {
         if self.distances.is_some() {
             s.push_str(", NUMA distances");
         }
+        for kind in [DeviceKind::Gpu, DeviceKind::Nic] {
+            let k = self.devices.iter().filter(|d| d.kind == kind).count();
+            if k > 0 {
+                s.push_str(&format!(
+                    ", {k} {}{}",
+                    kind.name(),
+                    if k == 1 { "" } else { "s" }
+                ));
+            }
+        }
         s
+    }
+
+    /// The devices of `kind` local to NUMA node `os_index`.
+    pub fn devices_on_numa(&self, kind: DeviceKind, os_index: u32) -> Vec<&Device> {
+        self.devices
+            .iter()
+            .filter(|d| d.kind == kind && d.numa.contains(&os_index))
+            .collect()
+    }
+
+    /// Fill in each device's NUMA nodes from its local PUs (those this topology knows).
+    fn locate_devices(&mut self) {
+        for d in &mut self.devices {
+            let mut numa: Vec<u32> = d
+                .local_pus
+                .iter()
+                .filter_map(|&p| self.pus.iter().find(|q| q.os_index == p).map(|q| q.numa))
+                .collect();
+            numa.sort_unstable();
+            numa.dedup();
+            d.numa = numa;
+        }
+    }
+
+    /// Attach `devices` (from hwloc) and locate them on this topology's NUMA nodes.
+    pub(crate) fn with_devices(mut self, devices: Vec<Device>) -> Topology {
+        self.devices = devices;
+        self.locate_devices();
+        self
     }
 
     /// A multi-line, human-readable description: the summary line, the tree with OS indexes
@@ -461,6 +547,24 @@ impl Topology {
     pub fn summary(&self) -> String {
         let mut out = format!("{}\n", self.summary_line());
         self.summary_node(self.root(), 0, &mut out);
+        if !self.devices.is_empty() {
+            out.push_str("devices (local NUMA nodes; local PUs; all names):\n");
+            for d in &self.devices {
+                let numa: Vec<String> = d.numa.iter().map(|n| format!("P#{n}")).collect();
+                out.push_str(&format!(
+                    "  {} {}: numa {}; PUs {}; {}\n",
+                    d.kind.name(),
+                    d.name(),
+                    if numa.is_empty() {
+                        "-".to_string()
+                    } else {
+                        numa.join(",")
+                    },
+                    format_cpu_list(&d.local_pus),
+                    d.names.join(" ")
+                ));
+            }
+        }
         if let Some(d) = &self.distances {
             out.push_str("NUMA distances (relative latency, 10 = local):\n");
             out.push_str("      ");

@@ -13,15 +13,22 @@
 //!   added with `hwloc-annotate`) becomes [`Topology::distances`]; bandwidth matrices are
 //!   ignored.
 //!
+//! * GPUs and NICs (hwloc's OS devices of types GPU, co-processor, OpenFabrics and network)
+//!   become [`Topology::devices`], one per PCI function with all its names, located by the
+//!   cpuset of their first non-I/O ancestor. Display-only adapters (a server's BMC VGA) are not
+//!   GPUs.
+//!
 //! An XML file is parsed and converted in a forked child first ([`trial`]): hwloc 2.9.0
 //! crashes on some malformed files, and the caller may be slurmstepd. The child sends back
 //! the converted tree, so loading a file costs one parse, not two.
 
-use super::{trial, Level, NodeSpec, Topology};
+use super::{trial, Device, DeviceKind, Level, NodeSpec, Topology};
 use crate::error::{MapError, Result};
+use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::distance::DistancesKind;
-use hwlocality::object::types::ObjectType;
+use hwlocality::object::types::{OSDeviceType, ObjectType};
 use hwlocality::object::TopologyObject;
+use hwlocality::topology::builder::TypeFilter;
 use std::io::Read;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -102,9 +109,18 @@ impl<'a> Source<'a> {
     fn open(&self, xml_text: Option<&str>) -> Result<hwlocality::Topology> {
         let name = self.name();
         guarded(&name, || match self {
-            Source::Live => hwlocality::Topology::new().map_err(|e| {
-                MapError::Topology(format!("hwloc could not read this machine's topology: {e}"))
-            }),
+            Source::Live => {
+                let failed = |e: String| {
+                    MapError::Topology(format!("hwloc could not read this machine's topology: {e}"))
+                };
+                // I/O objects are off by default in hwloc; GPUs and NICs are what tasks must
+                // stay near.
+                hwlocality::Topology::builder()
+                    .with_io_type_filter(TypeFilter::KeepImportant)
+                    .map_err(|e| failed(e.to_string()))?
+                    .build()
+                    .map_err(|e| failed(e.to_string()))
+            }
             Source::Xml(_) => {
                 let invalid = || {
                     MapError::Topology(format!(
@@ -114,6 +130,8 @@ impl<'a> Source<'a> {
                 };
                 hwlocality::Topology::builder()
                     .from_xml(xml_text.unwrap_or_default())
+                    .map_err(|_| invalid())?
+                    .with_io_type_filter(TypeFilter::KeepImportant)
                     .map_err(|_| invalid())?
                     .build()
                     .map_err(|_| invalid())
@@ -371,6 +389,8 @@ pub fn hwloc_xml(spec: &str) -> Result<String> {
 struct Extract {
     root: NodeSpec,
     latencies: Vec<Latency>,
+    /// Located by [`Extract::assemble`] (`numa` empty until then).
+    devices: Vec<Device>,
 }
 
 /// One hwloc distance matrix between NUMA nodes that is not a bandwidth.
@@ -404,7 +424,101 @@ fn extract(t: &hwlocality::Topology) -> Extract {
                 .collect()
         })
         .unwrap_or_default();
-    Extract { root, latencies }
+    Extract {
+        root,
+        latencies,
+        devices: devices(t),
+    }
+}
+
+/// PCI vendors whose display adapters are only a server's console (BMC VGA), never a GPU a
+/// task computes on: ASPEED, Matrox.
+const CONSOLE_VGA_VENDORS: [u16; 2] = [0x1a03, 0x102b];
+
+/// GPUs and NICs: hwloc's OS devices grouped by their PCI function (a V100 is `cuda0`,
+/// `nvml0`, `card1` and `renderD128` at once), names most specific first.
+fn devices(t: &hwlocality::Topology) -> Vec<Device> {
+    /// One device being gathered: its PCI parent's key, kind, (rank, name)s and local PUs.
+    struct Found {
+        key: u64,
+        kind: DeviceKind,
+        names: Vec<(u8, String)>,
+        pus: Vec<u32>,
+    }
+    let mut found: Vec<Found> = Vec::new();
+    for obj in t.objects_with_type(ObjectType::OSDevice) {
+        let Some(ObjectAttributes::OSDevice(a)) = obj.attributes() else {
+            continue;
+        };
+        let name = obj
+            .name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let kind = match a.device_type() {
+            OSDeviceType::CoProcessor | OSDeviceType::GPU => DeviceKind::Gpu,
+            OSDeviceType::OpenFabrics | OSDeviceType::Network => DeviceKind::Nic,
+            _ => continue,
+        };
+        // Which name leads: the one the runtime's visible-device variables count in (CUDA,
+        // ROCm SMI, Level Zero), then the management library's, then OpenCL and DRM nodes; for
+        // NICs the verbs device (what UCX_NET_DEVICES names) before the interface.
+        let starts = |p: &[&str]| p.iter().any(|p| name.starts_with(p));
+        let rank = match a.device_type() {
+            OSDeviceType::OpenFabrics => 0,
+            OSDeviceType::Network => 1,
+            _ if starts(&["cuda"]) => 0,
+            _ if starts(&["rsmi", "ze"]) => 1,
+            _ if starts(&["nvml"]) => 2,
+            _ if starts(&["card", "renderD", "controlD"]) => 4,
+            _ => 3,
+        };
+        let parent = obj.parent();
+        if kind == DeviceKind::Gpu {
+            let console = parent
+                .and_then(|p| match p.attributes() {
+                    Some(ObjectAttributes::PCIDevice(pci)) => Some(pci.vendor_id()),
+                    _ => None,
+                })
+                .is_some_and(|v| CONSOLE_VGA_VENDORS.contains(&v));
+            if console {
+                continue;
+            }
+        }
+        let key = parent.map_or(u64::MAX, |p| p.global_persistent_index());
+        let pus: Vec<u32> = obj
+            .first_non_io_ancestor()
+            .and_then(|a| a.cpuset())
+            .map(|c| {
+                c.iter_set()
+                    .map(|i| u32::try_from(usize::from(i)).unwrap_or(u32::MAX))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match found
+            .iter_mut()
+            .find(|f| f.key == key && f.kind == kind && key != u64::MAX)
+        {
+            Some(f) => f.names.push((rank, name)),
+            None => found.push(Found {
+                key,
+                kind,
+                names: vec![(rank, name)],
+                pus,
+            }),
+        }
+    }
+    found
+        .into_iter()
+        .map(|mut f| {
+            f.names.sort();
+            Device {
+                kind: f.kind,
+                names: f.names.into_iter().map(|(_, n)| n).collect(),
+                local_pus: f.pus,
+                numa: Vec::new(),
+            }
+        })
+        .collect()
 }
 
 /// Levels in the order of their one-byte code in [`Extract::encode`].
@@ -448,6 +562,19 @@ impl Extract {
             out.extend_from_slice(&(m.values.len() as u32).to_le_bytes());
             for v in &m.values {
                 out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&(self.devices.len() as u32).to_le_bytes());
+        for d in &self.devices {
+            out.push(u8::from(d.kind == DeviceKind::Nic));
+            out.extend_from_slice(&(d.names.len() as u32).to_le_bytes());
+            for n in &d.names {
+                out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+                out.extend_from_slice(n.as_bytes());
+            }
+            out.extend_from_slice(&(d.local_pus.len() as u32).to_le_bytes());
+            for p in &d.local_pus {
+                out.extend_from_slice(&p.to_le_bytes());
             }
         }
         out
@@ -502,14 +629,43 @@ impl Extract {
             }
             latencies.push(Latency { os, values });
         }
-        rd.0.is_empty().then_some(Extract { root, latencies })
+        let mut devices = Vec::new();
+        for _ in 0..rd.u32()? {
+            let kind = match rd.u8()? {
+                0 => DeviceKind::Gpu,
+                1 => DeviceKind::Nic,
+                _ => return None,
+            };
+            let mut names = Vec::new();
+            for _ in 0..rd.u32()? {
+                let len = rd.u32()? as usize;
+                let bytes = rd.0.get(..len)?;
+                rd.0 = &rd.0[len..];
+                names.push(String::from_utf8(bytes.to_vec()).ok()?);
+            }
+            let mut local_pus = Vec::new();
+            for _ in 0..rd.u32()? {
+                local_pus.push(rd.u32()?);
+            }
+            devices.push(Device {
+                kind,
+                names,
+                local_pus,
+                numa: Vec::new(),
+            });
+        }
+        rd.0.is_empty().then_some(Extract {
+            root,
+            latencies,
+            devices,
+        })
     }
 
     /// Build the [`Topology`] and take the first latency matrix that covers its NUMA nodes.
     fn assemble(&self, source: &str) -> Result<Topology> {
         let mut topo = Topology::build(&self.root, source)?;
         topo.distances = numa_distances(&self.latencies, &topo);
-        Ok(topo)
+        Ok(topo.with_devices(self.devices.clone()))
     }
 }
 
@@ -682,6 +838,7 @@ mod tests {
         let ex = Extract {
             root: n,
             latencies: vec![],
+            devices: vec![],
         };
         assert_eq!(Extract::decode(&ex.encode()), None);
     }
