@@ -128,6 +128,18 @@ impl CommMatrix {
     pub fn rows(&self) -> impl Iterator<Item = &[f64]> {
         self.data.chunks(self.n.max(1))
     }
+
+    /// The matrix between `members` only (row k = member k).
+    pub fn submatrix_of(&self, members: &[usize]) -> CommMatrix {
+        let k = members.len();
+        let mut data = Vec::with_capacity(k * k);
+        for &i in members {
+            for &j in members {
+                data.push(self.get(i, j));
+            }
+        }
+        CommMatrix { n: k, data }
+    }
 }
 
 #[cfg(test)]

@@ -273,6 +273,8 @@ pub struct Step {
     prerun: bool,
     label: &'static str,
     seed: u64,
+    /// How the launcher knows the step uses GPUs (a variable and its value), if it does.
+    gpus: Option<String>,
 }
 
 impl Step {
@@ -298,6 +300,7 @@ impl Step {
             prerun: true,
             label: "apply",
             seed: 1,
+            gpus: None,
         })
     }
 
@@ -385,6 +388,27 @@ impl Step {
     pub fn seed(mut self, s: u64) -> Self {
         self.seed = s;
         self
+    }
+    /// The step uses GPUs, as the launcher says (e.g. `SLURM_STEP_GPUS=0,1`): ranks then keep
+    /// the NUMA nodes of the shares the launcher gave them, near the GPUs it bound them to.
+    /// On a node whose topology shows GPUs this holds without being told.
+    pub fn gpus(mut self, why: Option<String>) -> Self {
+        self.gpus = why.filter(|w| !w.is_empty());
+        self
+    }
+
+    /// Why ranks must keep their NUMA nodes, if they must: the launcher's word, or the GPUs
+    /// the node's topology shows (the step may use them without saying so).
+    fn gpu_reason(&self) -> Option<String> {
+        self.gpus.clone().or_else(|| {
+            let n = self
+                .node
+                .devices
+                .iter()
+                .filter(|d| d.kind == crate::topology::DeviceKind::Gpu)
+                .count();
+            (n > 0).then(|| format!("{n} GPU{} on this node", if n == 1 { "" } else { "s" }))
+        })
     }
 
     /// The step's PUs (OS indexes) on this node.
@@ -541,15 +565,22 @@ impl Step {
         }
         // Which share each local task gets: rank order, or the rank matrix's placement.
         let (order, rank_line) = match &ranks {
-            Some(rp) => local_ranks::assign(
-                &self.node,
-                &shares,
-                &self.global,
-                self.total,
-                rp,
-                &self.strategy,
-                self.seed,
-            )?,
+            Some(rp) => {
+                let why = self.gpu_reason();
+                local_ranks::assign(
+                    &self.node,
+                    &shares,
+                    &self.global,
+                    self.total,
+                    rp,
+                    &self.strategy,
+                    self.seed,
+                    match &why {
+                        Some(w) => local_ranks::Placement::KeepNuma(w),
+                        None => local_ranks::Placement::Free,
+                    },
+                )?
+            }
             None => ((0..shares.len()).collect(), None),
         };
         let mut tasks = Vec::with_capacity(self.tasks);

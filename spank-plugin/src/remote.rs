@@ -288,6 +288,8 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             ffi::getenv(sp, "SLURM_DISTRIBUTION").as_deref(),
         ))
         .omp_threads(s.omp_threads)
+        // A GPU step's ranks keep the NUMA nodes Slurm gave them, near their GPUs.
+        .gpus(cmlb_slurm::gpus::gpu_hint(|k| ffi::getenv(sp, k)))
         .command(&s.argv)
         .profile(match &explicit {
             Some(p) => ProfileSource::Given(p.clone()),
