@@ -559,7 +559,45 @@ check_slurm() {
     umount /host/run /host/tmp /host/dev/shm /host/dev/pts /host/dev /host/sys/fs/cgroup /host/sys /host/proc /host 2>/dev/null
 }
 
-for part in topology probe placement numa_faults overhead balance slurm; do
+# ---------------------------------------------------------------------------------------------
+# cmlb bench on a multi-NUMA kernel (opt-in part `bench`: a measurement for docs/benchmarks.md,
+# not a CI check of speed). Under TCG the emulated time follows instruction counts, not the
+# memory's node, so run time says little here; the kernel's own sampled locality (the `local`
+# column: numa_hint_faults_local / numa_hint_faults from /proc/vmstat, NUMA balancing on) is what
+# moves with the placement. Checked: the bench runs every placement of both programs to the end
+# and reads that figure.
+check_bench() {
+    nt=$NCPU
+    # Fixed work (WL_PASSES), a few seconds a run under emulation.
+    for prog in "stencil-shuffled:100:$W/stencil-shuffled $nt 1.5" "skewed:400:$W/skewed $((2 * nt)) 1.5"; do
+        name=${prog%%:*}
+        rest=${prog#*:}
+        passes=${rest%%:*}
+        cmd=${rest#*:}
+        out=/tmp/bench-$name
+        t0=$(now)
+        if ! WL_PASSES=$passes WL_KIB=2048 cmlb bench --runs 4 --max-runs 4 \
+            --out "$out" -- $cmd >/tmp/bench-$name.txt 2>/tmp/bench-$name.err; then
+            fail bench-$name "cmlb bench failed: $(tail -c 300 /tmp/bench-$name.err)"
+            continue
+        fi
+        log bench-$name </tmp/bench-$name.txt
+        log bench-$name-err </tmp/bench-$name.err
+        grep -E '^(unpinned|compact|scatter|cmlb) ' /tmp/bench-$name.txt |
+            while read -r row; do measure bench-$name-row "$(echo "$row" | tr -s ' ' | tr ' ' '|')"; done
+        rows=$(grep -cE '^(unpinned|compact|scatter|cmlb) ' /tmp/bench-$name.txt)
+        # The local column ("77 %") is a percentage for every placement where the kernel sampled.
+        fracs=$(awk '$1 ~ /^(unpinned|compact|scatter|cmlb)$/ && $8 ~ /^[0-9]+$/ && $9 == "%" { n++ } END { print n + 0 }' /tmp/bench-$name.txt)
+        measure bench-$name "seconds=$(since "$t0") rows=$rows local_fractions=$fracs"
+        if [ "$rows" = 4 ] && [ "$fracs" = 4 ]; then
+            pass bench-$name "4 placements x 4 runs, the kernel's locality read for each: $(grep '^verdict' /tmp/bench-$name.txt | head -c 200)"
+        else
+            fail bench-$name "$rows placement rows, $fracs with a locality fraction (want 4 and 4)"
+        fi
+    done
+}
+
+for part in topology probe placement numa_faults overhead balance slurm bench; do
     want $part || continue
     T_PART=$(now)
     case $part in
@@ -570,6 +608,7 @@ for part in topology probe placement numa_faults overhead balance slurm; do
     overhead) check_overhead ;;
     balance) check_balance ;;
     slurm) check_slurm ;;
+    bench) check_bench ;;
     esac
     echo "NUMA-TIME $part $(since "$T_PART")"
 done
