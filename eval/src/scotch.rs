@@ -232,6 +232,8 @@ pub struct ScotchPlan {
     pub metrics: Metrics,
     /// How gmap's mapping was changed to fit the capacity, if it had to be.
     pub repair: Option<Repair>,
+    /// The `Mapping` time gmap itself reported for this plan, in seconds (part of `mapping_ms`).
+    pub gmap_secs: f64,
 }
 
 /// Map `input` onto `topo` with gmap. gmap balances vertex weights, not vertex counts, so with
@@ -251,6 +253,7 @@ pub fn map(gmap: &Path, input: &EvalInput, topo: &Topology, work: &Path) -> Resu
         pus,
         metrics,
         repair,
+        gmap_secs: secs,
     })
 }
 

@@ -79,9 +79,10 @@ fn gmap_with_quarter_heavy_loads_filling_the_machine_gives_a_valid_plan() {
             assert!(after[k] >= before[k], "node {k}: {before:?} → {after:?}");
         }
     }
-    // The row's metrics are those of the repaired plan, gmap's time included.
+    // The row's metrics are those of the repaired plan, gmap's time included: this plan's own
+    // gmap run's (another run's, `raw`, may take longer by chance on a busy machine).
     let m = mapper::metrics::compute(&input.comm, &input.load, &topo, &plan.pus);
     assert_eq!(plan.metrics.remote_comm, m.remote_comm);
     assert_eq!(plan.metrics.hop_bytes, m.hop_bytes);
-    assert!(plan.metrics.mapping_ms >= raw.secs * 1e3);
+    assert!(plan.metrics.mapping_ms >= plan.gmap_secs * 1e3);
 }

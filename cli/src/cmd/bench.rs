@@ -162,6 +162,9 @@ struct Placement {
     argv: Option<Vec<String>>,
     /// Why a placement other than `unpinned` runs unpinned (no plan could be made).
     note: Option<String>,
+    /// Variables left out of the run's environment (under --slurm: the rank hostfile of an
+    /// `sbatch --cmlb-map=apply` job, for the placements that show Slurm's own).
+    unset: Vec<&'static str>,
 }
 
 /// What one run of the program measured.
@@ -234,11 +237,12 @@ pub fn run(a: Args) -> Result<()> {
     let csv = a.out.join("bench.csv");
     let err_file = a.out.join("run.stderr");
 
+    let hostfile = cmlb_hostfile(|k| std::env::var(k).ok(), Path::is_dir);
     let placements = names
         .iter()
         .map(|n| {
             if a.slurm {
-                Ok(srun_placement(&a, n))
+                Ok(srun_placement(&a, n, hostfile.as_deref()))
             } else {
                 placement(&a, n)
             }
@@ -262,6 +266,7 @@ pub fn run(a: Args) -> Result<()> {
             launch: None,
             argv: Some(argv),
             note: None,
+            unset: Vec::new(),
         };
         let io = RunIo {
             show_output: a.show_output,
@@ -466,6 +471,7 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
             launch: None,
             argv: None,
             note: None,
+            unset: Vec::new(),
         });
     }
     let spec = if name == PLAN {
@@ -502,12 +508,14 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
                 .then(|| "no thread plan: threads left as they are".to_string()),
             launch: Some(l),
             argv: None,
+            unset: Vec::new(),
         }),
         Ok(None) => Ok(Placement {
             name: name.into(),
             launch: None,
             argv: None,
             note: Some("no plan: runs unpinned".into()),
+            unset: Vec::new(),
         }),
         Err(e) => {
             let why = crate::one_line(&e);
@@ -517,6 +525,7 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
                 launch: None,
                 argv: None,
                 note: Some(format!("no plan ({why}): runs unpinned")),
+                unset: Vec::new(),
             })
         }
     }
@@ -538,9 +547,36 @@ fn srun_argv(a: &Args, map: String, extra: &[&str]) -> Vec<String> {
     v
 }
 
-/// A placement as an srun step: the plugin (or Slurm alone) places the tasks.
-fn srun_placement(a: &Args, name: &str) -> Placement {
+/// The variables with which `sbatch --cmlb-map=apply` hands its script the rank hostfile.
+const HOSTFILE_VARS: [&str; 2] = ["SLURM_HOSTFILE", "SLURM_DISTRIBUTION"];
+
+/// The rank hostfile cmlb's batch step gave this job, if any: `SLURM_HOSTFILE` with
+/// `SLURM_DISTRIBUTION=arbitrary`, naming `hostfile.<jobid>` beside the job profile's `ranks/`
+/// (where `sbatch --cmlb-map=apply` writes it). Its `cmlb` placement keeps it; Slurm's own
+/// placements run without it. A hostfile of the user's own is left to every placement.
+fn cmlb_hostfile(
+    get: impl Fn(&str) -> Option<String>,
+    is_dir: impl Fn(&Path) -> bool,
+) -> Option<String> {
+    let arbitrary = get("SLURM_DISTRIBUTION").is_some_and(|d| d.trim() == "arbitrary");
+    let h = get("SLURM_HOSTFILE").filter(|_| arbitrary)?;
+    let path = Path::new(&h);
+    let named = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("hostfile."));
+    let beside_ranks = path
+        .parent()
+        .is_some_and(|d| is_dir(&d.join(contract::ranks::RANKS_DIR)));
+    (named && beside_ranks).then_some(h)
+}
+
+/// A placement as an srun step: the plugin (or Slurm alone) places the tasks. `hostfile`: the
+/// job's rank hostfile from `sbatch --cmlb-map=apply` ([`cmlb_hostfile`]), which the cmlb and
+/// strategy placements keep and Slurm's own (slurm, unpinned, block, cyclic) leave out.
+fn srun_placement(a: &Args, name: &str, hostfile: Option<&str>) -> Placement {
     let default = a.strategy.to_string() == strategy::DEFAULT;
+    let slurms_own = name == SLURM || name == UNPINNED || DISTRIBUTIONS.contains(&name);
     let argv = match name {
         SLURM => srun_argv(a, "off".into(), &[]),
         UNPINNED => srun_argv(a, "off".into(), &["--cpu-bind=none"]),
@@ -551,12 +587,24 @@ fn srun_placement(a: &Args, name: &str) -> Placement {
         }
         s => srun_argv(a, format!("apply:strategy={s}"), &[]),
     };
-    say!("cmlb bench: placement {name}: {}", argv.join(" "));
+    let (unset, how) = match hostfile {
+        Some(h) if slurms_own => (
+            HOSTFILE_VARS.to_vec(),
+            format!(" (without the job's rank hostfile {h}: Slurm places the ranks)"),
+        ),
+        Some(h) => (
+            Vec::new(),
+            format!(" (ranks on nodes by the job's rank hostfile {h}, --distribution=arbitrary)"),
+        ),
+        None => (Vec::new(), String::new()),
+    };
+    say!("cmlb bench: placement {name}: {}{how}", argv.join(" "));
     Placement {
         name: name.into(),
         launch: None,
         argv: Some(argv),
         note: None,
+        unset,
     }
 }
 
@@ -585,6 +633,7 @@ fn run_once(
     // The environment each run gets, built before the fork; the preload's pid is the child's
     // own, patched in the child.
     let mut env: Vec<(String, String)> = std::env::vars().collect();
+    env.retain(|(k, _)| !p.unset.contains(&k.as_str()));
     let mut mask: Option<&[u32]> = None;
     if let Some(l) = &p.launch {
         for (k, v) in &l.env {
@@ -932,7 +981,7 @@ mod tests {
     #[test]
     fn slurm_placements_are_srun_steps() {
         let a = args(&["--slurm", "--srun", "-n2  -c1", "--", "./app", "8"]);
-        let line = |n: &str| srun_placement(&a, n).argv.unwrap().join(" ");
+        let line = |n: &str| srun_placement(&a, n, None).argv.unwrap().join(" ");
         assert_eq!(line("slurm"), "srun -n2 -c1 --cmlb-map=off ./app 8");
         assert_eq!(line("cmlb"), "srun -n2 -c1 --cmlb-map=apply ./app 8");
         assert_eq!(
@@ -954,9 +1003,55 @@ mod tests {
         // A strategy with parameters reaches the plugin in its own option syntax.
         let a = args(&["--slurm", "--strategy", "spectral:k=4", "--", "./app"]);
         assert_eq!(
-            srun_placement(&a, "cmlb").argv.unwrap().join(" "),
+            srun_placement(&a, "cmlb", None).argv.unwrap().join(" "),
             "srun --cmlb-map=apply:strategy=spectral:k=4 ./app"
         );
+    }
+
+    /// In an `sbatch --cmlb-map=apply` job the script has the rank hostfile: the cmlb
+    /// placement keeps it, Slurm's own placements run without it (else block and cyclic would
+    /// be cmlb's placement too).
+    #[test]
+    fn the_jobs_rank_hostfile_goes_to_cmlb_only() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let ranks_at = |d: &Path| d == Path::new("/s/job/ranks");
+        let job = vars(&[
+            ("SLURM_HOSTFILE", "/s/job/hostfile.7"),
+            ("SLURM_DISTRIBUTION", "arbitrary"),
+        ]);
+        assert_eq!(
+            cmlb_hostfile(job, ranks_at).as_deref(),
+            Some("/s/job/hostfile.7")
+        );
+        // A user's own hostfile (not beside a job profile), or one without arbitrary
+        // distribution, is not cmlb's.
+        let own = vars(&[
+            ("SLURM_HOSTFILE", "/home/u/hostfile.1"),
+            ("SLURM_DISTRIBUTION", "arbitrary"),
+        ]);
+        assert_eq!(cmlb_hostfile(own, ranks_at), None);
+        let plain = vars(&[("SLURM_HOSTFILE", "/s/job/hostfile.7")]);
+        assert_eq!(cmlb_hostfile(plain, ranks_at), None);
+        let a = args(&["--slurm", "--", "./app"]);
+        let h = Some("/s/job/hostfile.7");
+        for own in ["slurm", "unpinned", "block", "cyclic"] {
+            assert_eq!(
+                srun_placement(&a, own, h).unset,
+                HOSTFILE_VARS.to_vec(),
+                "{own}"
+            );
+        }
+        for ours in ["cmlb", "scatter"] {
+            assert!(srun_placement(&a, ours, h).unset.is_empty(), "{ours}");
+        }
+        assert!(srun_placement(&a, "block", None).unset.is_empty());
     }
 
     #[test]
