@@ -149,6 +149,24 @@ impl Device {
     }
 }
 
+/// A NUMA node with memory but no PUs of its own in the tree: KNL's MCDRAM in flat mode, a CXL
+/// memory expander, HBM beside DDR under one cpuset. No thread can run there, so no plan puts
+/// one there; where a program's memory goes is its own choice (or `numactl`'s).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryNode {
+    pub os_index: u32,
+    /// Its memory, in bytes (0 when the topology does not say).
+    pub bytes: u64,
+    /// hwloc's subtype (`MCDRAM`, `GPUMemory`, ...), empty when it has none.
+    pub kind: String,
+    /// OS indexes of the PUs it is local to (hwloc's cpuset for it; empty when attached to no
+    /// CPU-side object).
+    pub local_pus: Vec<u32>,
+    /// OS indexes of the NUMA nodes with PUs that share those PUs: where threads that want this
+    /// memory close should run.
+    pub near: Vec<u32>,
+}
+
 /// The topology tree, its PUs in tree order, and its NUMA nodes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
@@ -164,6 +182,8 @@ pub struct Topology {
     /// GPUs and NICs with their locality (empty for synthetic topologies and machines
     /// without them), in hwloc's order.
     pub devices: Vec<Device>,
+    /// NUMA nodes with memory and no PUs of their own ([`MemoryNode`]); not in [`Self::numa`].
+    pub memory_only: Vec<MemoryNode>,
 }
 
 impl Topology {
@@ -178,6 +198,7 @@ impl Topology {
             source: source.into(),
             restricted_to: None,
             devices: Vec::new(),
+            memory_only: Vec::new(),
         };
         t.add(root, None, None, None)?;
         if t.pus.is_empty() {
@@ -418,6 +439,7 @@ impl Topology {
         let mut t = Topology::build(&spec, self.source.clone())?;
         t.restricted_to = Some(format_cpu_list(cpuset));
         t.devices = self.devices.clone();
+        t.memory_only = self.memory_only.clone();
         if let Some(d) = &self.distances {
             let pos: Vec<usize> = t
                 .numa
@@ -499,6 +521,13 @@ impl Topology {
         if self.distances.is_some() {
             s.push_str(", NUMA distances");
         }
+        if !self.memory_only.is_empty() {
+            s.push_str(&format!(
+                ", {} memory-only NUMA node{}",
+                self.memory_only.len(),
+                if self.memory_only.len() == 1 { "" } else { "s" }
+            ));
+        }
         for kind in [DeviceKind::Gpu, DeviceKind::Nic] {
             let k = self.devices.iter().filter(|d| d.kind == kind).count();
             if k > 0 {
@@ -534,10 +563,28 @@ impl Topology {
         }
     }
 
-    /// Attach `devices` (from hwloc) and locate them on this topology's NUMA nodes.
-    pub(crate) fn with_devices(mut self, devices: Vec<Device>) -> Topology {
+    /// Attach `devices` and the memory-only NUMA nodes (from hwloc) and locate them on this
+    /// topology's NUMA nodes.
+    pub(crate) fn with_io_and_memory(
+        mut self,
+        devices: Vec<Device>,
+        memory_only: Vec<MemoryNode>,
+    ) -> Topology {
         self.devices = devices;
         self.locate_devices();
+        for m in memory_only {
+            if self.numa.iter().any(|n| n.os_index == m.os_index) {
+                continue;
+            }
+            let mut near: Vec<u32> = m
+                .local_pus
+                .iter()
+                .filter_map(|&p| self.pus.iter().find(|q| q.os_index == p).map(|q| q.numa))
+                .collect();
+            near.sort_unstable();
+            near.dedup();
+            self.memory_only.push(MemoryNode { near, ..m });
+        }
         self
     }
 
@@ -547,6 +594,34 @@ impl Topology {
     pub fn summary(&self) -> String {
         let mut out = format!("{}\n", self.summary_line());
         self.summary_node(self.root(), 0, &mut out);
+        if !self.memory_only.is_empty() {
+            out.push_str(
+                "memory-only NUMA nodes (no PUs: never a thread's place; near = where threads \
+                 that want it run):\n",
+            );
+            for m in &self.memory_only {
+                let near: Vec<String> = m.near.iter().map(|n| format!("P#{n}")).collect();
+                out.push_str(&format!(
+                    "  numa P#{}{}: {}; near {}\n",
+                    m.os_index,
+                    if m.kind.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", m.kind)
+                    },
+                    fmt_bytes(m.bytes),
+                    if near.is_empty() {
+                        "no PUs".to_string()
+                    } else {
+                        format!(
+                            "numa {} (PUs {})",
+                            near.join(","),
+                            format_cpu_list(&m.local_pus)
+                        )
+                    }
+                ));
+            }
+        }
         if !self.devices.is_empty() {
             out.push_str("devices (local NUMA nodes; local PUs; all names):\n");
             for d in &self.devices {
@@ -626,6 +701,24 @@ fn pus_text(k: usize) -> String {
     } else {
         format!("{k} PUs")
     }
+}
+
+/// Bytes as the largest binary unit that keeps a whole number above 1 (`16 GiB`, `512 MiB`).
+fn fmt_bytes(b: u64) -> String {
+    if b == 0 {
+        return "size unknown".into();
+    }
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if b >> shift >= 1 {
+            let v = b as f64 / (1u64 << shift) as f64;
+            return if (v - v.round()).abs() < 0.05 {
+                format!("{} {unit}", v.round() as u64)
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+    }
+    format!("{b} B")
 }
 
 #[cfg(test)]

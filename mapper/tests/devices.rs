@@ -164,13 +164,99 @@ fn gpu_counts_and_restrictions() {
     );
 }
 
-/// KNL in flat mode has CPU-less NUMA nodes (MCDRAM): loading must not break, and only the
-/// nodes with PUs are mapping targets.
+/// KNL in flat mode has CPU-less NUMA nodes (MCDRAM): they are listed as memory-only nodes,
+/// each near the NUMA node whose PUs it is local to, and only nodes with PUs are mapping
+/// targets. In cache mode there is none.
 #[test]
-fn knl_flat_modes_load() {
-    for f in ["knl-quad-flat-hwloc1.xml", "knl-snc4-flat-hwloc1.xml"] {
-        let t = load(f);
-        assert!(t.numa.iter().all(|n| !n.pus.is_empty()), "{f}");
-        assert!(t.pus.len() >= 64, "{f}: {} PUs", t.pus.len());
+fn knl_flat_modes_show_their_mcdram() {
+    let t = load("knl-snc4-flat-hwloc1.xml");
+    assert!(t.numa.iter().all(|n| !n.pus.is_empty()));
+    assert_eq!(
+        t.numa.iter().map(|n| n.os_index).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    let m: Vec<(u32, &str, Vec<u32>)> = t
+        .memory_only
+        .iter()
+        .map(|m| (m.os_index, m.kind.as_str(), m.near.clone()))
+        .collect();
+    assert_eq!(
+        m,
+        vec![
+            (4, "MCDRAM", vec![0]),
+            (5, "MCDRAM", vec![1]),
+            (6, "MCDRAM", vec![2]),
+            (7, "MCDRAM", vec![3])
+        ]
+    );
+    assert!(t.memory_only.iter().all(|m| m.bytes == 4 << 30));
+    assert!(t.summary_line().contains("4 memory-only NUMA nodes"));
+    let q = load("knl-quad-flat-hwloc1.xml");
+    assert_eq!(q.memory_only.len(), 1);
+    assert_eq!(
+        (q.memory_only[0].bytes, q.memory_only[0].near.clone()),
+        (16 << 30, vec![0])
+    );
+    // A job's cpuset keeps them, with their locality.
+    assert_eq!(q.restrict(&[0, 1]).unwrap().memory_only, q.memory_only);
+    assert!(load("knl-quad-cache-hwloc1.xml").memory_only.is_empty());
+}
+
+/// Every strategy gives a complete plan on every real topology (memory-only NUMA nodes, GPUs,
+/// reserved PUs and all), one thread per PU, never on a node without PUs.
+#[test]
+fn every_strategy_maps_on_every_real_topology() {
+    use mapper::strategy::{compute_plan, names, MapInput};
+    for f in xml_files() {
+        let t = load(&f);
+        // Half the PUs, at most 48 threads: what the slower strategies map in a debug build
+        // in seconds. A ring over a shuffled order, loads uneven.
+        let n = (t.pus.len() / 2).clamp(2, 48);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.reverse();
+        order.swap(0, n / 2);
+        let mut comm = mapper::CommMatrix::zeros(n);
+        for k in 0..n {
+            comm.add_sym(order[k], order[(k + 1) % n], 100.0 + k as f64);
+        }
+        let load: Vec<f64> = (0..n).map(|i| 1.0 + (i % 3) as f64).collect();
+        // DagTM maps from a profile's sample log, not a matrix (its own tests give it one).
+        for s in names().into_iter().filter(|&s| s != "dagtm") {
+            let plan = compute_plan(
+                s,
+                &MapInput {
+                    comm: &comm,
+                    load: &load,
+                    topology: &t,
+                    seed: 1,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{f}: {s}: {e}"));
+            if plan.assignment.is_empty() {
+                continue; // a strategy that binds nothing (identity)
+            }
+            let mut threads: Vec<usize> = plan.assignment.iter().map(|a| a.thread).collect();
+            threads.sort_unstable();
+            assert_eq!(
+                threads,
+                (0..n).collect::<Vec<_>>(),
+                "{f}: {s}: every thread once"
+            );
+            let mut pus: Vec<u32> = plan.assignment.iter().map(|a| a.pu).collect();
+            pus.sort_unstable();
+            pus.dedup();
+            assert_eq!(pus.len(), n, "{f}: {s}: one thread per PU");
+            for a in &plan.assignment {
+                let pos = t
+                    .pu_position(a.pu)
+                    .unwrap_or_else(|| panic!("{f}: {s}: PU {}", a.pu));
+                let node = t.pus[pos].numa;
+                assert!(
+                    !t.memory_only.iter().any(|m| m.os_index == node),
+                    "{f}: {s}: thread {} on memory-only node {node}",
+                    a.thread
+                );
+            }
+        }
     }
 }

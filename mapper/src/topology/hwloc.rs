@@ -8,7 +8,9 @@
 //!   cpuset. That object gets a NUMA level: below it when it is the machine or a package
 //!   (`package → numa → l3`), replacing it when it is a dropped object (Group/Die), and above it
 //!   otherwise (`numa → l3`, `numa → core`). NUMA nodes without PUs (CXL/HBM-only memory) are
-//!   skipped; when several NUMA nodes share one cpuset (DDR + HBM) the first one is kept.
+//!   skipped; when several NUMA nodes share one cpuset (DDR + HBM) the first one is kept. Those
+//!   nodes are not lost: they become [`Topology::memory_only`], with their size, subtype and
+//!   the PUs they are local to.
 //! * A NUMA latency matrix (hwloc distances of NUMA nodes, e.g. `NUMALatency` from the OS or
 //!   added with `hwloc-annotate`) becomes [`Topology::distances`]; bandwidth matrices are
 //!   ignored.
@@ -22,7 +24,7 @@
 //! crashes on some malformed files, and the caller may be slurmstepd. The child sends back
 //! the converted tree, so loading a file costs one parse, not two.
 
-use super::{trial, Device, DeviceKind, Level, NodeSpec, Topology};
+use super::{trial, Device, DeviceKind, Level, MemoryNode, NodeSpec, Topology};
 use crate::error::{MapError, Result};
 use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::distance::DistancesKind;
@@ -391,6 +393,8 @@ struct Extract {
     latencies: Vec<Latency>,
     /// Located by [`Extract::assemble`] (`numa` empty until then).
     devices: Vec<Device>,
+    /// NUMA nodes the tree does not hold (no PUs of their own), `near` empty until assembled.
+    memory_only: Vec<MemoryNode>,
 }
 
 /// One hwloc distance matrix between NUMA nodes that is not a bandwidth.
@@ -424,11 +428,45 @@ fn extract(t: &hwlocality::Topology) -> Extract {
                 .collect()
         })
         .unwrap_or_default();
+    let mut in_tree = Vec::new();
+    numa_of_tree(&root, &mut in_tree);
+    let memory_only = t
+        .objects_with_type(ObjectType::NUMANode)
+        .filter(|n| !in_tree.contains(&index_of(n, Level::Numa)))
+        .map(|n| MemoryNode {
+            os_index: index_of(n, Level::Numa),
+            bytes: n.total_memory(),
+            kind: n
+                .subtype()
+                .map(|k| k.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            local_pus: n.cpuset().map(|c| cpus_of(&c)).unwrap_or_default(),
+            near: Vec::new(),
+        })
+        .collect();
     Extract {
         root,
         latencies,
         devices: devices(t),
+        memory_only,
     }
+}
+
+/// OS indexes of the NUMA nodes in a converted tree.
+fn numa_of_tree(n: &NodeSpec, out: &mut Vec<u32>) {
+    if n.level == Level::Numa {
+        out.push(n.os_index);
+    }
+    for c in &n.children {
+        numa_of_tree(c, out);
+    }
+}
+
+/// The OS indexes of a cpuset.
+fn cpus_of(c: &hwlocality::cpu::cpuset::CpuSet) -> Vec<u32> {
+    c.iter_set()
+        .map(|i| u32::try_from(usize::from(i)).unwrap_or(u32::MAX))
+        .collect()
 }
 
 /// PCI vendors whose display adapters are only a server's console (BMC VGA), never a GPU a
@@ -488,11 +526,7 @@ fn devices(t: &hwlocality::Topology) -> Vec<Device> {
         let pus: Vec<u32> = obj
             .first_non_io_ancestor()
             .and_then(|a| a.cpuset())
-            .map(|c| {
-                c.iter_set()
-                    .map(|i| u32::try_from(usize::from(i)).unwrap_or(u32::MAX))
-                    .collect()
-            })
+            .map(|c| cpus_of(&c))
             .unwrap_or_default();
         match found
             .iter_mut()
@@ -577,6 +611,17 @@ impl Extract {
                 out.extend_from_slice(&p.to_le_bytes());
             }
         }
+        out.extend_from_slice(&(self.memory_only.len() as u32).to_le_bytes());
+        for m in &self.memory_only {
+            out.extend_from_slice(&m.os_index.to_le_bytes());
+            out.extend_from_slice(&m.bytes.to_le_bytes());
+            out.extend_from_slice(&(m.kind.len() as u32).to_le_bytes());
+            out.extend_from_slice(m.kind.as_bytes());
+            out.extend_from_slice(&(m.local_pus.len() as u32).to_le_bytes());
+            for p in &m.local_pus {
+                out.extend_from_slice(&p.to_le_bytes());
+            }
+        }
         out
     }
 
@@ -654,10 +699,30 @@ impl Extract {
                 numa: Vec::new(),
             });
         }
+        let mut memory_only = Vec::new();
+        for _ in 0..rd.u32()? {
+            let os_index = rd.u32()?;
+            let bytes = rd.u64()?;
+            let len = rd.u32()? as usize;
+            let kind = String::from_utf8(rd.0.get(..len)?.to_vec()).ok()?;
+            rd.0 = &rd.0[len..];
+            let mut local_pus = Vec::new();
+            for _ in 0..rd.u32()? {
+                local_pus.push(rd.u32()?);
+            }
+            memory_only.push(MemoryNode {
+                os_index,
+                bytes,
+                kind,
+                local_pus,
+                near: Vec::new(),
+            });
+        }
         rd.0.is_empty().then_some(Extract {
             root,
             latencies,
             devices,
+            memory_only,
         })
     }
 
@@ -665,7 +730,7 @@ impl Extract {
     fn assemble(&self, source: &str) -> Result<Topology> {
         let mut topo = Topology::build(&self.root, source)?;
         topo.distances = numa_distances(&self.latencies, &topo);
-        Ok(topo.with_devices(self.devices.clone()))
+        Ok(topo.with_io_and_memory(self.devices.clone(), self.memory_only.clone()))
     }
 }
 
@@ -839,6 +904,7 @@ mod tests {
             root: n,
             latencies: vec![],
             devices: vec![],
+            memory_only: vec![],
         };
         assert_eq!(Extract::decode(&ex.encode()), None);
     }
