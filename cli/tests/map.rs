@@ -719,3 +719,34 @@ fn closed_stdout_ends_quietly() {
         assert!(err.is_empty(), "{args:?}: {err}");
     }
 }
+
+/// On a GPU node the table names each NUMA node's GPUs and NICs beside its threads (El
+/// Capitan's early-access node: GPU numbers are not NUMA order).
+#[test]
+fn table_names_the_devices_of_each_numa_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let comm = write(dir.path(), "comm.csv", COMM4);
+    let xml =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../mapper/tests/data/topologies/eas-tioga.xml");
+    let out = ok(&[
+        "map",
+        "--comm",
+        s(&comm),
+        "--topology",
+        s(&xml),
+        "--strategy",
+        "compact",
+    ]);
+    assert!(
+        out.contains("8 GPUs, 5 NICs"),
+        "the topology line counts them: {out}"
+    );
+    assert!(
+        out.contains("numa P#0: 4 threads on 32 PUs, load 4, GPUs rsmi4 rsmi5, NICs hsi2 ens2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("numa P#3: 0 threads on 32 PUs, load 0, GPUs rsmi0 rsmi1, NICs hsi0"),
+        "{out}"
+    );
+}

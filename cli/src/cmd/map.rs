@@ -336,8 +336,20 @@ fn plan_table(plan: &Plan, topo: &Topology, threads: usize) -> String {
             .map(|&p| on_pu.get(&topo.pus[p].os_index).map_or(0, |v| v.len()))
             .sum();
         let load = plan.metrics.numa_load.get(k).copied().unwrap_or(0.0);
+        // The node's GPUs and NICs, so a reader sees which threads sit next to which device.
+        let mut near = String::new();
+        for kind in [mapper::DeviceKind::Gpu, mapper::DeviceKind::Nic] {
+            let names: Vec<&str> = topo
+                .devices_on_numa(kind, numa.os_index)
+                .iter()
+                .map(|d| d.name())
+                .collect();
+            if !names.is_empty() {
+                near.push_str(&format!(", {}s {}", kind.name(), names.join(" ")));
+            }
+        }
         s.push_str(&format!(
-            "\nnuma P#{}: {threads} threads on {} PUs, load {}\n",
+            "\nnuma P#{}: {threads} threads on {} PUs, load {}{near}\n",
             numa.os_index,
             numa.capacity(),
             num(load)
