@@ -681,6 +681,19 @@ impl Figure for TopologyFigure<'_> {
             } else {
                 format!("NUMA {} · {} PUs", node.os_index, node.pus.len())
             };
+            // The node's GPUs and NICs, as `cmlb topology` names them.
+            let mut head = head;
+            for kind in [mapper::DeviceKind::Gpu, mapper::DeviceKind::Nic] {
+                let names: Vec<&str> = self
+                    .topology
+                    .devices_on_numa(kind, node.os_index)
+                    .iter()
+                    .map(|d| d.name())
+                    .collect();
+                if !names.is_empty() {
+                    head.push_str(&format!(" · {} {}", kind.name(), names.join(" ")));
+                }
+            }
             root.draw(&Text::new(
                 head,
                 (nx + PAD, ny + 5),

@@ -118,7 +118,14 @@ fn profile() -> Profile {
 
 #[test]
 fn writes_page_and_every_figure_in_png_and_svg() {
-    let topo = topology(2, 4);
+    let mut topo = topology(2, 4);
+    // A GPU local to NUMA node 1: the topology figure names it in that node's heading.
+    topo.devices = vec![mapper::Device {
+        kind: mapper::DeviceKind::Gpu,
+        names: vec!["cuda0".into(), "nvml0".into()],
+        local_pus: (8..16).collect(),
+        numa: vec![1],
+    }];
     let mut prof = profile();
     // The evidence line and the per-thread table are on the page.
     prof.update_evidence(1);
@@ -160,6 +167,10 @@ fn writes_page_and_every_figure_in_png_and_svg() {
             .unwrap()
             .starts_with(b"\x89PNG"));
     }
+    let svg = std::fs::read_to_string(out.join("topology.svg")).unwrap();
+    assert!(svg.contains("NUMA 1 · 8 PUs · 8 threads"), "heading of node 1");
+    assert!(svg.contains("· GPU cuda0"), "the GPU beside NUMA node 1's heading");
+    assert_eq!(svg.matches("GPU cuda0").count(), 1, "only on its own node");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("worker&lt;3&gt;"), "thread names are escaped");
     let line = prof.meta.evidence.as_ref().unwrap().summary_line();
