@@ -75,6 +75,15 @@ pub enum ProfileSource {
     /// profile directory is `KEY` with task g's thread profile in `KEY/task<g>` (falling back
     /// to the lowest-numbered task that has one) and the rank matrix in `KEY/ranks`.
     Keyed(PathBuf),
+    /// Under `root` by a name the user chose (`--cmlb-map=profile:name=NAME`), laid out as
+    /// [`ProfileSource::Keyed`]'s `KEY`: a profile made from one command line serves another
+    /// (a short run profiled, the long one applied).
+    Named {
+        /// The scratch directory (or cache) the name is kept in.
+        root: PathBuf,
+        /// One plain directory name (`cmlb_slurm::options::check_name`).
+        name: String,
+    },
 }
 
 /// What one local task gets.
@@ -446,6 +455,18 @@ impl Step {
                     })
                 }
             }
+            Some(ProfileSource::Named { root, name }) => {
+                let d = root.join(name);
+                if self.total == 1 {
+                    Ok(Dirs {
+                        step: d.clone(),
+                        tasks: vec![d],
+                        ranks: None,
+                    })
+                } else {
+                    Ok(job(&d))
+                }
+            }
             Some(ProfileSource::Keyed(root)) => {
                 let threads = self.omp_threads.unwrap_or(shares_threads);
                 if self.total == 1 {
@@ -470,6 +491,56 @@ impl Step {
                 ))))
             }
         }
+    }
+
+    /// When the step's own profile is missing: the profiles of the same program beside it
+    /// (newest first, at most three), as text to append to the line, so that a user who
+    /// profiled a run with other arguments learns what to name. Empty when there are none.
+    pub fn other_profiles(&self, missing: &Path) -> String {
+        let (Some(root), Some(exe)) = (missing.parent(), self.command.first()) else {
+            return String::new();
+        };
+        let base = exe.rsplit('/').next().unwrap_or(exe);
+        let mut found: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path() != missing && e.path().is_dir())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let p = e.path();
+                // A one-task profile names its command; a job profile its task<g>/ profiles.
+                let yaml = std::iter::once(p.join("profile.yaml"))
+                    .chain(
+                        std::fs::read_dir(&p)
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|t| t.ok())
+                            .map(|t| t.path().join("profile.yaml")),
+                    )
+                    .find(|y| y.is_file())?;
+                let text = std::fs::read_to_string(&yaml).ok()?;
+                let meta: crate::profile::ProfileMeta = serde_norway::from_str(&text).ok()?;
+                let first = meta.command.first()?;
+                (first.rsplit('/').next() == Some(base)).then(|| {
+                    let when = std::fs::metadata(&yaml)
+                        .and_then(|m| m.modified())
+                        .unwrap_or(std::time::UNIX_EPOCH);
+                    (when, format!("{name} ({})", meta.command.join(" ")))
+                })
+            })
+            .collect();
+        if found.is_empty() {
+            return String::new();
+        }
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
+        let list: Vec<String> = found.into_iter().take(3).map(|(_, s)| s).collect();
+        format!(
+            "; profiles of {base} in {}: {}: use one with apply:profile=DIR, or profile the \
+             next run with profile:name=NAME and apply with apply:name=NAME",
+            root.display(),
+            list.join(", ")
+        )
     }
 
     /// Compute every task's action. An error is a reason to run the step unpinned (the
@@ -548,10 +619,12 @@ impl Step {
             }
             // A pre-run restarts each task after profiling it: MPI ranks cannot survive that
             // (their peers would lose them), so a multi-task step is profiled only on request.
+            let others = self.other_profiles(&dirs.step);
             let summary = (self.prerun && self.total > 1).then(|| {
                 format!(
                     "cmlb: {}: no profile of this {}-task step in {}: run it once with \
-                     --cmlb-map=profile (a pre-run would restart every task); running unpinned",
+                     --cmlb-map=profile (a pre-run would restart every task); running \
+                     unpinned{others}",
                     self.label,
                     self.total,
                     dirs.step.display()
@@ -1137,5 +1210,71 @@ mod tests {
             s.contains("no profile of this 4-task step in") && s.contains("--cmlb-map=profile"),
             "{s}"
         );
+    }
+
+    /// A profile made under a name serves a run with other arguments (a short run profiled,
+    /// the long one applied); without the name, the missing keyed profile's line lists the
+    /// program's other profiles.
+    #[test]
+    fn a_named_profile_serves_another_command_line() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().to_path_buf();
+        // The short run's profile, made with profile:name=short (command "app --steps 10").
+        write_profile(&root.join("short"), PAIRS4, 4);
+        let yaml = root.join("short/profile.yaml");
+        let text = std::fs::read_to_string(&yaml).unwrap();
+        std::fs::write(
+            &yaml,
+            text.replace("command: [app]", "command: [/bin/app, --steps, '10']"),
+        )
+        .unwrap();
+        let machine = Topology::load("pack:1 numa:2 core:2 pu:1").unwrap();
+        let long = ["/bin/app".to_string(), "--steps".into(), "100000".into()];
+        let step = |src: ProfileSource| {
+            Step::new(&machine, &[0, 1, 2, 3])
+                .unwrap()
+                .command(&long)
+                .profile(src)
+        };
+        let named = step(ProfileSource::Named {
+            root: root.clone(),
+            name: "short".into(),
+        })
+        .compute()
+        .unwrap();
+        // Planned from that profile (pinned, or left in its share by the guard): neither a
+        // pre-run nor "no profile".
+        assert!(
+            matches!(
+                named.tasks[0].action,
+                TaskAction::Pin { .. } | TaskAction::Share
+            ),
+            "{:?}",
+            named.tasks
+        );
+        assert_eq!(named.profile_dir, root.join("short"));
+        let line = named.summary.unwrap();
+        assert!(
+            line.contains(&root.join("short").display().to_string()),
+            "{line}"
+        );
+        // By key: the long run's own profile is missing; its other profiles are named.
+        let keyed = step(ProfileSource::Keyed(root.clone()));
+        let p = keyed.compute().unwrap();
+        assert!(matches!(p.tasks[0].action, TaskAction::Prerun { .. }));
+        let others = keyed.other_profiles(&p.profile_dir);
+        assert!(
+            others.contains("profiles of app in")
+                && others.contains("short (/bin/app --steps 10)")
+                && others.contains("apply:name=NAME"),
+            "{others}"
+        );
+        // Another program's profiles are not offered.
+        let other = Step::new(&machine, &[0, 1])
+            .unwrap()
+            .command(&["/bin/other".to_string()])
+            .profile(ProfileSource::Keyed(root.clone()));
+        let p = other.compute().unwrap();
+        assert_eq!(other.other_profiles(&p.profile_dir), "");
     }
 }

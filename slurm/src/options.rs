@@ -31,9 +31,10 @@ pub const MODE_DOCS: [(&str, &str); 3] = [
 ];
 
 /// The `--cmlb-map` keys with their meaning (same uses as [`MODE_DOCS`]).
-pub const KEY_DOCS: [(&str, &str); 7] = [
+pub const KEY_DOCS: [(&str, &str); 8] = [
     ("strategy=NAME[:key=value,...]", "mapping strategy and its parameters (cmlb map --list); after strategy=NAME:, key=value items belong to the strategy until a key of the option itself"),
     ("profile=PATH", "apply: use this profile directory instead of the scratch lookup"),
+    ("name=NAME", "profile: keep the profile under this name in the scratch directory instead of a key made from the command line; apply: use the profile of that name (profile a short run, apply to the long one with other arguments)"),
     ("time=SECS", "apply: longest profiling pre-run (default 3); profile: sample only the first SECS seconds"),
     ("period=N", "sample period passed to cmlb profile --period"),
     ("bind=omp|preload|both", "how threads are placed: OpenMP variables, the pthread_create preload, or both (default)"),
@@ -66,15 +67,15 @@ pub fn option_usage() -> String {
         keys.join(", ")
     )
 }
-pub const KEYS: &str = "strategy=NAME[:key=value,...], profile=PATH, time=SECS, period=N, \
-bind=omp|preload|both, verbose, dryrun";
+pub const KEYS: &str = "strategy=NAME[:key=value,...], profile=PATH, name=NAME, time=SECS, \
+period=N, bind=omp|preload|both, verbose, dryrun";
 
 /// The option's own keys. After `strategy=NAME:`, every following `key=value` whose key is not
 /// one of these belongs to the strategy, so `apply:strategy=spectral:k=8,scheme=plain,time=2`
 /// gives the strategy two parameters. No strategy parameter may be named like one of these
 /// (a unit test checks every registered strategy).
-pub const OPTION_KEYS: [&str; 7] = [
-    "strategy", "profile", "time", "period", "bind", "verbose", "dryrun",
+pub const OPTION_KEYS: [&str; 8] = [
+    "strategy", "profile", "name", "time", "period", "bind", "verbose", "dryrun",
 ];
 
 pub use contract::BindMode;
@@ -85,6 +86,8 @@ pub struct MapOpts {
     pub mode: Mode,
     pub strategy: Option<mapper::StrategySpec>,
     pub profile: Option<PathBuf>,
+    /// `name=NAME`: the profile's name in the scratch directory, instead of the command's key.
+    pub name: Option<String>,
     /// Profiling window of the pre-run (apply without a profile) in seconds.
     pub time: f64,
     /// `time=` was given: profile mode then stops sampling after `time` seconds too.
@@ -108,6 +111,7 @@ impl MapOpts {
             mode: Mode::Off,
             strategy: None,
             profile: None,
+            name: None,
             time: DEFAULT_PRERUN_SECS,
             time_set: false,
             period: None,
@@ -167,6 +171,7 @@ pub fn parse_map(value: &str) -> Result<MapOpts, String> {
                 o.strategy = Some(mapper::StrategySpec::parse(&s).map_err(|e| e.to_string())?);
             }
             "profile" => o.profile = Some(PathBuf::from(need(v)?)),
+            "name" => o.name = Some(check_name(&need(v)?)?),
             "time" => {
                 let s = need(v)?;
                 let t: f64 = s
@@ -210,7 +215,35 @@ pub fn parse_map(value: &str) -> Result<MapOpts, String> {
     if o.mode == Mode::Off && rest.split(',').any(|s| !s.trim().is_empty()) {
         return Err("mode 'off' takes no keys".into());
     }
+    if o.profile.is_some() && o.name.is_some() {
+        return Err(
+            "profile=PATH and name=NAME both say where the profile is: give one of them".into(),
+        );
+    }
     Ok(o)
+}
+
+/// Longest profile name.
+pub const MAX_NAME: usize = 64;
+
+/// A profile name becomes one directory in the scratch directory: letters, digits, `.`, `_`
+/// and `-`, at most [`MAX_NAME`] of them, not starting with a dot (no hidden directories, no
+/// `..`, no `/`).
+pub fn check_name(name: &str) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "name={name} is not a profile name: use 1 to {MAX_NAME} letters, digits, '.', '_' \
+             or '-', not starting with '.'"
+        ))
+    }
 }
 
 /// Everything an error message about the option needs to say.
@@ -356,6 +389,28 @@ pub use mapper::binding::profile_key;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn profile_names_are_one_plain_directory() {
+        let o = parse_map("profile:name=solver-short.v2").unwrap();
+        assert_eq!(o.name.as_deref(), Some("solver-short.v2"));
+        assert_eq!(
+            parse_map("apply:name=solver,verbose")
+                .unwrap()
+                .name
+                .as_deref(),
+            Some("solver")
+        );
+        for bad in ["../x", ".hidden", "a/b", "sp ace", &"x".repeat(65)] {
+            let e = parse_map(&format!("apply:name={bad}")).unwrap_err();
+            assert!(e.contains("is not a profile name"), "{bad}: {e}");
+        }
+        let e = parse_map("apply:name=a,profile=/p").unwrap_err();
+        assert!(e.contains("give one of them"), "{e}");
+        // A strategy parameter list ends at name=, one of the option's own keys.
+        let o = parse_map("apply:strategy=spectral:k=2,name=run1").unwrap();
+        assert_eq!(o.name.as_deref(), Some("run1"));
+    }
 
     #[test]
     fn modes_and_keys() {

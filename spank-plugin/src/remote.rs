@@ -291,9 +291,13 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
         // A GPU step's ranks keep the NUMA nodes Slurm gave them, near their GPUs.
         .gpus(cmlb_slurm::gpus::gpu_hint(|k| ffi::getenv(sp, k)))
         .command(&s.argv)
-        .profile(match &explicit {
-            Some(p) => ProfileSource::Given(p.clone()),
-            None => ProfileSource::Keyed(s.scratch.clone()),
+        .profile(match (&explicit, &opts.name) {
+            (Some(p), _) => ProfileSource::Given(p.clone()),
+            (None, Some(name)) => ProfileSource::Named {
+                root: s.scratch.clone(),
+                name: name.clone(),
+            },
+            (None, None) => ProfileSource::Keyed(s.scratch.clone()),
         })
         .strategy(strategy.clone())
         .mode(mode)
@@ -389,10 +393,11 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             )
         } else {
             format!(
-                "cmlb: no profile for {} in {}: profiling for {} s first (pre-run), then running pinned",
+                "cmlb: no profile for {} in {}: profiling for {} s first (pre-run), then running pinned{}",
                 s.argv[0],
-                s.scratch.display(),
-                opts.time
+                plan.profile_dir.display(),
+                opts.time,
+                step.other_profiles(&plan.profile_dir)
             )
         });
         return Ok(state(preload?, tasks));
@@ -402,8 +407,9 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
             LogLevel::Verbose,
             &format!(
                 "cmlb: no profile for {} yet (site default apply): running unpinned; \
-                 srun --cmlb-map=profile or --cmlb-map=apply makes one",
-                s.argv[0]
+                 srun --cmlb-map=profile or --cmlb-map=apply makes one{}",
+                s.argv[0],
+                step.other_profiles(&plan.profile_dir)
             ),
         );
         return Ok(state(PathBuf::new(), vec![TaskDo::Nothing; s.ntasks]));

@@ -69,6 +69,27 @@ check "pre-run: stopped after time= (took ${took}s for a 4 s program)" test "$to
 check "pre-run: the real run's threads are pinned" test "$(awk '$1 == "thread" && $6 ~ /^[0-9]+$/' "$WORK/pr.out" | wc -l)" -eq 4
 check "pre-run: period= reaches the profiler" test "$(grep -l '^sample_period: 2$' "$WORK"/scratch/root/*/profile.yaml 2>/dev/null | wc -l)" -eq 1
 
+# Named profiles: a short run profiled under a name serves a longer run with other arguments
+# (whose command key differs); without the name, apply's pre-run line lists the program's
+# other profiles, so the user learns what to name.
+srun -n1 -c2 --cmlb-map=profile:name=short "$WORK/pairs" 4 0.5 >"$WORK/nm.out" 2>"$WORK/nm.err"
+rc=$?
+N=$WORK/scratch/root/short
+check "named profile: written to <scratch>/short (rc=$rc)" test $rc -eq 0 -a -f "$N/profile.yaml"
+check "named profile: the line names it" contains "$WORK/nm.err" "; profile: $N"
+srun -n1 -c2 --cmlb-map=apply:name=short "$WORK/pairs" 4 1.5 >"$WORK/na.out" 2>"$WORK/na.err"
+rc=$?
+check "named apply: a run with other arguments uses the named profile (rc=$rc)" \
+    contains "$WORK/na.err" "profile $N (4 threads)"
+check "named apply: no pre-run" lacks "$WORK/na.err" "pre-run"
+srun -n1 -c2 --cmlb-map=apply:time=0.5 "$WORK/pairs" 4 2.5 >"$WORK/nk.out" 2>"$WORK/nk.err"
+check "unnamed apply with other arguments: the pre-run line lists the program's profiles" \
+    contains "$WORK/nk.err" "short ($WORK/pairs 4 0.5)"
+check "... and says how to name one" contains "$WORK/nk.err" "apply:name=NAME"
+srun -n1 -c2 --cmlb-map=apply:name=../x "$WORK/pairs" 4 0.2 >"$WORK/nb.out" 2>"$WORK/nb.err"
+rc=$?
+check "a bad profile name is refused with the rule (rc=$rc)" contains "$WORK/nb.err" "name=../x is not a profile name"
+
 # Profiling that cannot start (here: backend=hw on a machine without a sampling PMU) never
 # fails the job: the program runs unprofiled with a warning. strict=1 fails it instead.
 # (Captured, not piped into grep -q: under pipefail a reader that stops early fails the test.)
