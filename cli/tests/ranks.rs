@@ -157,14 +157,11 @@ fn placements(args: &[&str]) -> std::collections::BTreeMap<String, serde_json::V
 
 #[test]
 fn every_plan_is_reported_side_by_side_with_scotch_held_to_the_exact_counts() {
-    if eval::scotch::find().is_none() {
-        eprintln!(
-            "SKIPPED every_plan_is_reported_side_by_side_with_scotch_held_to_the_exact_counts: \
-             Scotch's gmap is not installed (apt-get install scotch; slurm-conf/install-deps \
-             installs it)"
-        );
-        return;
-    }
+    // Without gmap this fails (as eval/tests/scotch_gmap.rs does) rather than pass unrun.
+    assert!(
+        eval::scotch::find().is_some(),
+        "Scotch's gmap is needed: run slurm-conf/install-deps (Debian package scotch)"
+    );
     // A shuffled ring of 32 on 4 machines of 8 under 2 switches, every rank weighing 1: the
     // per-node loads are then the rank counts, which must be 8 everywhere, for every plan.
     let d = tempfile::tempdir().unwrap();
