@@ -168,8 +168,14 @@ fn writes_page_and_every_figure_in_png_and_svg() {
             .starts_with(b"\x89PNG"));
     }
     let svg = std::fs::read_to_string(out.join("topology.svg")).unwrap();
-    assert!(svg.contains("NUMA 1 · 8 PUs · 8 threads"), "heading of node 1");
-    assert!(svg.contains("· GPU cuda0"), "the GPU beside NUMA node 1's heading");
+    assert!(
+        svg.contains("NUMA 1 · 8 PUs · 8 threads"),
+        "heading of node 1"
+    );
+    assert!(
+        svg.contains("· GPU cuda0"),
+        "the GPU beside NUMA node 1's heading"
+    );
     assert_eq!(svg.matches("GPU cuda0").count(), 1, "only on its own node");
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("worker&lt;3&gt;"), "thread names are escaped");

@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 /// last hundreds of ms), long enough that a 64-thread program costs ~3 200 small reads a second.
 pub const BIN: Duration = Duration::from_millis(20);
 
+/// Most bins kept in `cpu.csv`: a longer run's bins are merged (2, 3, ... at a time) so the file
+/// stays below ~6 MB for 128 threads however long the profile ran (6 000 bins = 2 min at 20 ms;
+/// the guard reads 100 ms bins anyway).
+pub const MAX_BINS: usize = 6000;
+
 pub(super) struct CpuPoll {
     start: Instant,
     next: Instant,
@@ -86,9 +91,14 @@ impl CpuPoll {
                 }
             }
         }
-        mapper::profile::cpu::CpuTimeline {
+        let t = mapper::profile::cpu::CpuTimeline {
             bin_ms: BIN.as_secs_f64() * 1e3,
             ms,
+        };
+        if len > MAX_BINS {
+            t.coarsened(t.bin_ms * len.div_ceil(MAX_BINS) as f64)
+        } else {
+            t
         }
     }
 
@@ -149,5 +159,19 @@ mod tests {
         // It spun for ~300 ms; on a busy 2-CPU test machine it gets at least a third of that.
         assert!(total > 50.0 && total < 400.0, "spinner got {total} ms");
         assert_eq!(t.bin_ms, 20.0);
+    }
+
+    /// A long run's timeline is merged down to at most MAX_BINS bins, CPU time kept.
+    #[test]
+    fn a_long_run_keeps_a_bounded_timeline() {
+        let mut poll = CpuPoll::new(Instant::now());
+        let n = 2 * MAX_BINS + 5;
+        poll.bins
+            .insert(7, (0..n).map(|b| (b % 3) as f64).collect());
+        let t = poll.timeline(1, |tid| (tid == 7).then_some(0));
+        assert!(t.ms[0].len() <= MAX_BINS, "{} bins", t.ms[0].len());
+        assert_eq!(t.bin_ms, 60.0);
+        let total: f64 = (0..n).map(|b| (b % 3) as f64).sum();
+        assert!((t.totals()[0] - total).abs() < 1e-6);
     }
 }
