@@ -45,7 +45,7 @@ use crate::error::{MapError, Result};
 use crate::plan::Plan;
 use crate::profile::ranks::{has_ranks, read_ranks_dir};
 use crate::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
-use crate::profile::Profile;
+use crate::profile::{Profile, PROFILE_FILE};
 use crate::strategy::{self, MapInput, StrategySpec};
 use crate::topology::{format_cpu_list, Topology};
 use contract::BindMode;
@@ -445,7 +445,7 @@ impl Step {
             // A directory the user named serves every task, unless it is a job profile
             // directory (no profile.yaml of its own, task<g>/ or ranks/ inside).
             Some(ProfileSource::Given(d) | ProfileSource::Saved(d)) => {
-                if self.total > 1 && !d.join("profile.yaml").exists() && is_job_dir(d) {
+                if self.total > 1 && !d.join(PROFILE_FILE).exists() && is_job_dir(d) {
                     Ok(job(d))
                 } else {
                     Ok(Dirs {
@@ -510,13 +510,13 @@ impl Step {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let p = e.path();
                 // A one-task profile names its command; a job profile its task<g>/ profiles.
-                let yaml = std::iter::once(p.join("profile.yaml"))
+                let yaml = std::iter::once(p.join(PROFILE_FILE))
                     .chain(
                         std::fs::read_dir(&p)
                             .into_iter()
                             .flatten()
                             .filter_map(|t| t.ok())
-                            .map(|t| t.path().join("profile.yaml")),
+                            .map(|t| t.path().join(PROFILE_FILE)),
                     )
                     .find(|y| y.is_file())?;
                 let text = std::fs::read_to_string(&yaml).ok()?;
@@ -566,7 +566,7 @@ impl Step {
                 profile_dir: dirs.step,
             });
         }
-        let has = |d: &Path| d.join("profile.yaml").exists();
+        let has = |d: &Path| d.join(PROFILE_FILE).exists();
         let ranks = match &dirs.ranks {
             Some(r) if has_ranks(r) => Some(read_ranks_dir(r).map_err(|e| {
                 MapError::Step(format!("rank profile {} is unusable: {e}", r.display()))
@@ -834,13 +834,19 @@ pub fn read_profile_samples(dir: &Path, n: usize) -> Result<Option<Arc<SampleLog
 /// The profile files a pipeline reads must be regular files: a FIFO or a device (or a symlink
 /// to one) would block or flood the launcher — slurmstepd, under Slurm — while it reads.
 pub fn check_profile_files(dir: &Path) -> Result<()> {
-    for name in [
-        "profile.yaml",
+    use crate::profile::{cpu::CPU_FILE, HALF_FILES, LINE_FILES, PROFILE_FILE};
+    let names = [
+        PROFILE_FILE,
         "comm.csv",
         "load.csv",
         "timeline.csv",
         SAMPLES_FILE,
-    ] {
+        CPU_FILE,
+    ]
+    .into_iter()
+    .chain(HALF_FILES)
+    .chain(LINE_FILES);
+    for name in names {
         // Not followed: a symlink is refused too, so it cannot be swapped for a FIFO later.
         // Missing files get Profile::read_dir's own message (timeline.csv is optional).
         match std::fs::symlink_metadata(dir.join(name)) {
@@ -1012,6 +1018,14 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", d.join("comm.csv")).unwrap();
         let e = check_profile_files(d).unwrap_err().to_string();
         assert!(e.contains("comm.csv is not a regular file"), "{e}");
+        std::fs::remove_file(d.join("comm.csv")).unwrap();
+        // The optional files Profile::read_dir also reads: the CPU timeline and the halves.
+        for f in ["cpu.csv", "comm.b.csv", "lines.a.csv"] {
+            nix::unistd::mkfifo(&d.join(f), nix::sys::stat::Mode::S_IRWXU).unwrap();
+            let e = check_profile_files(d).unwrap_err().to_string();
+            assert!(e.contains(&format!("{f} is not a regular file")), "{e}");
+            std::fs::remove_file(d.join(f)).unwrap();
+        }
     }
 
     /// A rank profile of `n` ranks where the given pairs exchange `bytes` each way.

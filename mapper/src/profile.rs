@@ -30,6 +30,8 @@ pub mod samples;
 
 pub use evidence::Evidence;
 
+/// The profile's metadata file: its presence is what makes a directory a profile.
+pub const PROFILE_FILE: &str = "profile.yaml";
 /// File names of the two halves of the communication matrix.
 pub const HALF_FILES: [&str; 2] = ["comm.a.csv", "comm.b.csv"];
 /// File names of the per-half line counts ([`Profile::lines`]).
@@ -130,7 +132,7 @@ impl Profile {
     /// Read `dir/profile.yaml`, `comm.csv`, `load.csv` and (if present) `timeline.csv`,
     /// checking that their sizes agree.
     pub fn read_dir(dir: &Path) -> Result<Profile> {
-        let yaml = dir.join("profile.yaml");
+        let yaml = dir.join(PROFILE_FILE);
         let text = std::fs::read_to_string(&yaml).map_err(|e| MapError::io(&yaml, e))?;
         let meta: ProfileMeta =
             serde_norway::from_str(&text).map_err(|e| MapError::parse(&yaml, e.to_string()))?;
@@ -224,7 +226,7 @@ impl Profile {
         dir: &Path,
         samples: Option<&[samples::LoggedSample]>,
     ) -> Result<()> {
-        crate::output::check_output_dir(dir, "profile.yaml", &[])?;
+        crate::output::check_output_dir(dir, PROFILE_FILE, &[])?;
         let parent = dir
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -238,8 +240,8 @@ impl Profile {
             .map_err(|e| MapError::io(parent, e))?;
         let t = tmp.path();
         let yaml = serde_norway::to_string(&self.meta)
-            .map_err(|e| MapError::parse(t.join("profile.yaml"), e.to_string()))?;
-        write_file(&t.join("profile.yaml"), yaml.as_bytes())?;
+            .map_err(|e| MapError::parse(t.join(PROFILE_FILE), e.to_string()))?;
+        write_file(&t.join(PROFILE_FILE), yaml.as_bytes())?;
         write_comm_csv(&t.join("comm.csv"), &self.comm, false)?;
         if let Some((a, b)) = &self.halves {
             write_comm_csv(&t.join(HALF_FILES[0]), a, false)?;

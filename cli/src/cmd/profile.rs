@@ -237,7 +237,7 @@ pub(crate) fn accumulate(
     max_runs: u32,
 ) -> (Option<mapper::profile::Profile>, Option<String>) {
     use mapper::profile::Profile;
-    if !out.join("profile.yaml").exists() {
+    if !out.join(mapper::profile::PROFILE_FILE).exists() {
         return (None, None);
     }
     let mut old = match Profile::read_dir(out) {

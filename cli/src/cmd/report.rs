@@ -50,7 +50,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let csv = a.profile.join("bench.csv");
-    if csv.is_file() && !a.profile.join("profile.yaml").exists() {
+    if csv.is_file() && !a.profile.join(mapper::profile::PROFILE_FILE).exists() {
         return bench_page(&a, &csv);
     }
     if !a.profile.is_dir() {

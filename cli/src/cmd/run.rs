@@ -521,7 +521,7 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    if !out.join("profile.yaml").exists() {
+    if !out.join(mapper::profile::PROFILE_FILE).exists() {
         bail!("the profiling pre-run wrote no profile ({status})");
     }
     Ok(())

@@ -371,12 +371,6 @@ pub fn compute_plan(name: &str, input: &MapInput) -> Result<Plan> {
     compute_plan_with(s.as_ref(), input)
 }
 
-/// Run the strategy of `spec` and build the plan with its metrics.
-pub fn compute_spec(spec: &StrategySpec, input: &MapInput) -> Result<Plan> {
-    validate(input)?;
-    compute_plan_with(spec.build()?.as_ref(), input)
-}
-
 /// Run an already configured strategy (e.g. one given a sample log with
 /// [`Strategy::with_samples`]) and build the plan with its metrics.
 pub fn compute_plan_with(s: &dyn Strategy, input: &MapInput) -> Result<Plan> {
