@@ -13,7 +13,9 @@ if [ ! -c "$D/gpu0" ] || [ ! -c "$D/gpu1" ]; then
     fail "GPU step: could not make the device files for gres.conf (mknod in $D)"
     return
 fi
-SHAPE=$(slurmd -C | head -1 | tr ' ' '\n' | grep -E '^(CPUs|Boards|SocketsPerBoard|CoresPerSocket|ThreadsPerCore)=' | tr '\n' ' ')
+# Two sockets of one core each (Slurm's bookkeeping: config_overrides), one GPU per socket:
+# from 24.11 on, a GPU's Cores= must cover whole sockets.
+SHAPE="CPUs=2 Boards=1 SocketsPerBoard=2 CoresPerSocket=1 ThreadsPerCore=1"
 CMLB_NODE_SHAPE="$SHAPE RealMemory=1000 Gres=gpu:2" CMLB_SLURM_CONF_EXTRA="GresTypes=gpu" \
     CMLB_GRES_CONF="Name=gpu File=$D/gpu0 Cores=0\nName=gpu File=$D/gpu1 Cores=1" \
     start_cluster "scratch=$WORK/scratch/%u" || return
