@@ -99,10 +99,27 @@ fn a_placement_sensitive_program_comes_out_significant_with_the_right_sign() {
             "compact", "unpinned", "compact", "cmlb"
         ]
     );
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.strip_prefix("node")
+                        .is_some_and(|k| k.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(0);
     for r in &rows {
         let wall: f64 = r[2].parse().unwrap();
         let expect = if r[1] == "unpinned" { 0.1 } else { 0.3 };
         assert!(wall >= expect && wall < expect + 0.15, "{r:?}");
+        // CPU migrations where this user may count them, pages per NUMA node from numastat.
+        assert_eq!(r.len(), 14, "{r:?}");
+        assert!(r[12].is_empty() || r[12].parse::<u64>().is_ok(), "{r:?}");
+        let pages: Vec<&str> = r[13].split(';').filter(|x| !x.is_empty()).collect();
+        assert_eq!(pages.len(), nodes, "one count per NUMA node: {r:?}");
+        assert!(pages.iter().all(|x| x.parse::<u64>().is_ok()), "{r:?}");
     }
     // The summary as printed, the figure (a dot per run) and the page `cmlb report` makes.
     let summary = std::fs::read_to_string(d.path().join("out/bench.txt")).unwrap();

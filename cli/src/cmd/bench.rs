@@ -183,6 +183,14 @@ pub struct Sample {
     /// /proc/vmstat deltas over the run (machine-wide; 0 without NUMA balancing).
     pub hint_faults: u64,
     pub hint_faults_local: u64,
+    /// CPU migrations of the program's threads (a software perf counter inherited by the run);
+    /// `None` where the kernel does not let this user count them (perf_event_paranoid 2 without
+    /// CAP_PERFMON) and in CSVs of older versions.
+    pub migrations: Option<u64>,
+    /// Pages allocated on each NUMA node during the run (`numa_hit` deltas of
+    /// /sys/devices/system/node/node*/numastat, machine-wide), in node order; empty in CSVs of
+    /// older versions.
+    pub node_pages: Vec<u64>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -417,7 +425,7 @@ pub fn read_csv(path: &Path) -> Result<Vec<Sample>> {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines().enumerate();
     match lines.next() {
-        Some((_, h)) if h.trim() == CSV_HEADER => {}
+        Some((_, h)) if h.trim() == CSV_HEADER || h.trim() == CSV_HEADER_V1 => {}
         _ => bail!(
             "{}: line 1 is not the header cmlb bench writes ({CSV_HEADER})",
             path.display()
@@ -427,8 +435,9 @@ pub fn read_csv(path: &Path) -> Result<Vec<Sample>> {
     for (i, line) in lines {
         let bad = |what: &str| anyhow::anyhow!("{}: line {}: {what}", path.display(), i + 1);
         let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 12 {
-            return Err(bad(&format!("{} fields, expected 12", f.len())));
+        // 12 fields from cmlb bench before migrations and node pages were recorded.
+        if f.len() != 14 && f.len() != 12 {
+            return Err(bad(&format!("{} fields, expected 14", f.len())));
         }
         let int = |k: usize| -> Result<i64> {
             f[k].parse()
@@ -453,6 +462,20 @@ pub fn read_csv(path: &Path) -> Result<Vec<Sample>> {
             involuntary_cs: int(9)?,
             hint_faults: int(10)?.max(0) as u64,
             hint_faults_local: int(11)?.max(0) as u64,
+            migrations: match f.get(12) {
+                Some(v) if !v.is_empty() => Some(int(12)?.max(0) as u64),
+                _ => None,
+            },
+            node_pages: match f.get(13) {
+                Some(v) if !v.is_empty() => v
+                    .split(';')
+                    .map(|x| {
+                        x.parse()
+                            .map_err(|_| bad(&format!("node pages '{v}' are not counts")))
+                    })
+                    .collect::<Result<_>>()?,
+                _ => Vec::new(),
+            },
         });
     }
     Ok(out)
@@ -687,6 +710,17 @@ fn run_once(
         None => None,
     };
     let before = vmstat_hints();
+    let pages_before = node_pages();
+    // Counts this process and, inherited at fork, every thread of the run (added on exit).
+    let mut migrations = migration_counter();
+    // The counter also counts this process (restoring its own mask after the fork moves it):
+    // its own migrations, from the scheduler, are taken off.
+    let own_before = own_migrations();
+    if let Some(c) = migrations.as_mut() {
+        if c.reset().and_then(|_| c.enable()).is_err() {
+            migrations = None;
+        }
+    }
     let t0 = Instant::now();
     // SAFETY: the child runs only async-signal-safe code (dup2, getpid, execve, write, _exit)
     // on memory prepared before the fork.
@@ -731,6 +765,12 @@ fn run_once(
     }
     let wall = t0.elapsed().as_secs_f64();
     let after = vmstat_hints();
+    let pages_after = node_pages();
+    let migrations = migrations.and_then(|mut c| {
+        let _ = c.disable();
+        let own = own_migrations()?.saturating_sub(own_before?);
+        c.read().ok().map(|m| m.saturating_sub(own))
+    });
     if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
         let why = if libc::WIFEXITED(status) {
             format!("exit status {}", libc::WEXITSTATUS(status))
@@ -755,7 +795,62 @@ fn run_once(
         involuntary_cs: ru.ru_nivcsw,
         hint_faults: after.0.saturating_sub(before.0),
         hint_faults_local: after.1.saturating_sub(before.1),
+        migrations,
+        node_pages: if pages_before.len() == pages_after.len() {
+            pages_after
+                .iter()
+                .zip(&pages_before)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect()
+        } else {
+            Vec::new()
+        },
     }))
+}
+
+/// A CPU-migrations counter on this process, inherited by the children it forks, disabled;
+/// `None` where this user may not count kernel-side software events (perf_event_paranoid 2
+/// without CAP_PERFMON: the count would be 0, not unknown).
+fn migration_counter() -> Option<perf_event::Counter> {
+    perf_event::Builder::new(perf_event::events::Software::CPU_MIGRATIONS)
+        .inherit(true)
+        .exclude_kernel(false)
+        .exclude_hv(true)
+        .enabled(false)
+        .build()
+        .ok()
+}
+
+/// This thread's own CPU migrations so far (`se.nr_migrations` of /proc/thread-self/sched).
+fn own_migrations() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/sched")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "se.nr_migrations").then(|| v.trim().parse().ok())?
+        })
+}
+
+/// `numa_hit` of every NUMA node (/sys/devices/system/node/node*/numastat), in node order:
+/// pages allocated there. Empty where the files are missing.
+fn node_pages() -> Vec<u64> {
+    let mut nodes: Vec<(u32, u64)> = std::fs::read_dir("/sys/devices/system/node")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let k: u32 = name.strip_prefix("node")?.parse().ok()?;
+            let text = std::fs::read_to_string(e.path().join("numastat")).ok()?;
+            let hit = text
+                .lines()
+                .find_map(|l| l.strip_prefix("numa_hit ")?.trim().parse().ok())?;
+            Some((k, hit))
+        })
+        .collect();
+    nodes.sort_unstable();
+    nodes.into_iter().map(|(_, h)| h).collect()
 }
 
 /// `v` in decimal, NUL-terminated, at the start of `buf` (at least 21 bytes): in a forked
@@ -795,6 +890,10 @@ fn stderr_tail(file: &Path, lines: usize) -> String {
 }
 
 pub const CSV_HEADER: &str = "round,placement,wall_s,user_s,sys_s,max_rss_kib,minor_faults,\
+major_faults,voluntary_cs,involuntary_cs,numa_hint_faults,numa_hint_faults_local,\
+cpu_migrations,node_pages";
+/// The header before `cpu_migrations` and `node_pages` (read, never written).
+const CSV_HEADER_V1: &str = "round,placement,wall_s,user_s,sys_s,max_rss_kib,minor_faults,\
 major_faults,voluntary_cs,involuntary_cs,numa_hint_faults,numa_hint_faults_local";
 
 /// The whole CSV, written to a temporary file and renamed over the old one: a reader (or an
@@ -805,7 +904,7 @@ fn write_csv(path: &Path, samples: &[Sample]) -> Result<()> {
     for s in samples {
         let _ = writeln!(
             text,
-            "{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
+            "{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},{},{}",
             s.round,
             s.placement,
             s.wall_s,
@@ -817,7 +916,13 @@ fn write_csv(path: &Path, samples: &[Sample]) -> Result<()> {
             s.voluntary_cs,
             s.involuntary_cs,
             s.hint_faults,
-            s.hint_faults_local
+            s.hint_faults_local,
+            s.migrations.map_or(String::new(), |m| m.to_string()),
+            s.node_pages
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(";")
         );
     }
     write_atomic(path, &text)
@@ -853,15 +958,17 @@ fn table(placements: &[Placement], samples: &[Sample], baseline: &str, slurm: bo
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<10} {:>4} {:>9} {:>17} {:>10} {:>9} {:>9} {:>7}  {:<24}",
+        "{:<10} {:>4} {:>9} {:>17} {:>10} {:>9} {:>6} {:>9} {:>7} {:>11}  {:<24}",
         "placement",
         "runs",
         "median s",
         "min-max s",
         "cpu s",
         "ctx sw",
+        "migr",
         "faults",
         "local",
+        "node pages",
         format!("time vs {baseline} (95% CI)")
     );
     for p in placements {
@@ -880,6 +987,41 @@ fn table(placements: &[Placement], samples: &[Sample], baseline: &str, slurm: bo
                 .map(|s| (s.minor_faults + s.major_faults) as f64)
                 .collect(),
         );
+        let migr = if mine.iter().all(|s| s.migrations.is_some()) && !mine.is_empty() {
+            format!(
+                "{:.0}",
+                median(
+                    mine.iter()
+                        .map(|s| s.migrations.unwrap_or(0) as f64)
+                        .collect()
+                )
+            )
+        } else {
+            "-".into()
+        };
+        // Where the run's pages went, as each node's share (only with several nodes).
+        let nodes = mine.iter().map(|s| s.node_pages.len()).max().unwrap_or(0);
+        let pages = if nodes > 1 {
+            let sums: Vec<u64> = (0..nodes)
+                .map(|k| {
+                    mine.iter()
+                        .map(|s| s.node_pages.get(k).copied().unwrap_or(0))
+                        .sum()
+                })
+                .collect();
+            let total: u64 = sums.iter().sum();
+            if total > 0 {
+                sums.iter()
+                    .map(|&v| format!("{:.0}", 100.0 * v as f64 / total as f64))
+                    .collect::<Vec<_>>()
+                    .join("/")
+                    + " %"
+            } else {
+                "-".into()
+            }
+        } else {
+            "-".into()
+        };
         let hints: u64 = mine.iter().map(|s| s.hint_faults).sum();
         let local = if hints > 0 {
             let l: u64 = mine.iter().map(|s| s.hint_faults_local).sum();
@@ -905,15 +1047,17 @@ fn table(placements: &[Placement], samples: &[Sample], baseline: &str, slurm: bo
         };
         let _ = writeln!(
             out,
-            "{:<10} {:>4} {:>9.3} {:>17} {:>10} {:>9} {:>9} {:>7}  {}{}",
+            "{:<10} {:>4} {:>9.3} {:>17} {:>10} {:>9} {:>6} {:>9} {:>7} {:>11}  {}{}",
             p.name,
             w.len(),
             median(w.clone()),
             format!("{lo:.3}-{hi:.3}"),
             own(cpu, 3),
             own(cs, 0),
+            if slurm { "-".to_string() } else { migr },
             own(faults, 0),
             local,
+            pages,
             vs,
             p.note
                 .as_deref()
@@ -1052,6 +1196,35 @@ mod tests {
             assert!(srun_placement(&a, ours, h).unset.is_empty(), "{ours}");
         }
         assert!(srun_placement(&a, "block", None).unset.is_empty());
+    }
+
+    /// CSVs of the version before migrations and node pages still read (`cmlb report` on an
+    /// old bench directory); a row with a wrong field count is refused with its line.
+    #[test]
+    fn old_and_new_csvs_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("bench.csv");
+        std::fs::write(
+            &p,
+            format!("{CSV_HEADER_V1}\n1,unpinned,1.5,1.0,0.1,100,10,0,5,6,0,0\n"),
+        )
+        .unwrap();
+        let s = read_csv(&p).unwrap();
+        assert_eq!((s[0].migrations, s[0].node_pages.len()), (None, 0));
+        let new = Sample {
+            migrations: Some(3),
+            node_pages: vec![10, 20],
+            ..s[0].clone()
+        };
+        write_csv(&p, std::slice::from_ref(&new)).unwrap();
+        let back = read_csv(&p).unwrap();
+        assert_eq!(
+            (back[0].migrations, back[0].node_pages.clone()),
+            (Some(3), vec![10, 20])
+        );
+        std::fs::write(&p, format!("{CSV_HEADER}\n1,unpinned,1.5\n")).unwrap();
+        let e = read_csv(&p).unwrap_err().to_string();
+        assert!(e.contains("line 2: 3 fields, expected 14"), "{e}");
     }
 
     #[test]
