@@ -586,8 +586,9 @@ check_bench() {
         grep -E '^(unpinned|compact|scatter|cmlb) ' /tmp/bench-$name.txt |
             while read -r row; do measure bench-$name-row "$(echo "$row" | tr -s ' ' | tr ' ' '|')"; done
         rows=$(grep -cE '^(unpinned|compact|scatter|cmlb) ' /tmp/bench-$name.txt)
-        # The local column ("77 %") is a percentage for every placement where the kernel sampled.
-        fracs=$(awk '$1 ~ /^(unpinned|compact|scatter|cmlb)$/ && $8 ~ /^[0-9]+$/ && $9 == "%" { n++ } END { print n + 0 }' /tmp/bench-$name.txt)
+        # The local column ("77 %", the first "N %" of a row; node pages read "52/48 %") is a
+        # percentage for every placement where the kernel sampled.
+        fracs=$(awk '$1 ~ /^(unpinned|compact|scatter|cmlb)$/ { for (i = 2; i < NF; i++) if ($(i + 1) == "%" && $i ~ /^[0-9]+$/) { n++; break } } END { print n + 0 }' /tmp/bench-$name.txt)
         measure bench-$name "seconds=$(since "$t0") rows=$rows local_fractions=$fracs"
         if [ "$rows" = 4 ] && [ "$fracs" = 4 ]; then
             pass bench-$name "4 placements x 4 runs, the kernel's locality read for each: $(grep '^verdict' /tmp/bench-$name.txt | head -c 200)"
