@@ -116,12 +116,23 @@ impl<'a> Source<'a> {
                     MapError::Topology(format!("hwloc could not read this machine's topology: {e}"))
                 };
                 // I/O objects are off by default in hwloc; GPUs and NICs are what tasks must
-                // stay near.
-                hwlocality::Topology::builder()
+                // stay near. Only what the kernel's sysfs tells (PCI, DRM, network and
+                // OpenFabrics devices): hwloc's vendor-library backends would load CUDA,
+                // NVML, ROCm SMI, Level Zero or an OpenCL ICD, or connect to an X display,
+                // inside the caller, which may be slurmstepd before it forks the tasks (threads,
+                // seconds of driver start-up). GPUs without an OS device of their own are
+                // found from their PCI class ([`devices`]).
+                let mut b = hwlocality::Topology::builder()
                     .with_io_type_filter(TypeFilter::KeepImportant)
-                    .map_err(|e| failed(e.to_string()))?
-                    .build()
-                    .map_err(|e| failed(e.to_string()))
+                    .map_err(|e| failed(e.to_string()))?;
+                // hwloc refuses to exclude a component this build does not have (EINVAL), and
+                // a refused call consumes the builder: each name is tried on a throwaway one.
+                for c in VENDOR_BACKENDS {
+                    if hwlocality::Topology::builder().without_component(c).is_ok() {
+                        b = b.without_component(c).map_err(|e| failed(e.to_string()))?;
+                    }
+                }
+                b.build().map_err(|e| failed(e.to_string()))
             }
             Source::Xml(_) => {
                 let invalid = || {
@@ -469,9 +480,17 @@ fn cpus_of(c: &hwlocality::cpu::cpuset::CpuSet) -> Vec<u32> {
         .collect()
 }
 
+/// hwloc discovery components that call into GPU vendors' libraries or a display server: never
+/// used for the live machine (see [`Source::open`]).
+const VENDOR_BACKENDS: [&str; 6] = ["cuda", "nvml", "rsmi", "levelzero", "opencl", "gl"];
+
 /// PCI vendors whose display adapters are only a server's console (BMC VGA), never a GPU a
 /// task computes on: ASPEED, Matrox.
 const CONSOLE_VGA_VENDORS: [u16; 2] = [0x1a03, 0x102b];
+
+/// PCI vendors of compute GPUs: NVIDIA, AMD/ATI, Intel. A display-class PCI device of theirs
+/// without a GPU OS device (no DRM driver bound, vendor backends off) is still a GPU.
+const GPU_VENDORS: [u16; 3] = [0x10de, 0x1002, 0x8086];
 
 /// GPUs and NICs: hwloc's OS devices grouped by their PCI function (a V100 is `cuda0`,
 /// `nvml0`, `card1` and `renderD128` at once), names most specific first.
@@ -540,6 +559,45 @@ fn devices(t: &hwlocality::Topology) -> Vec<Device> {
                 pus,
             }),
         }
+    }
+    // Display-class PCI devices of GPU vendors that no GPU OS device stands for (an NVIDIA
+    // GPU without nvidia-drm, seen through sysfs only): named by their PCI address.
+    for pci in t.objects_with_type(ObjectType::PCIDevice) {
+        let Some(ObjectAttributes::PCIDevice(a)) = pci.attributes() else {
+            continue;
+        };
+        let display = a.class_id() >> 8 == 0x03;
+        let intel_igpu = a.vendor_id() == 0x8086 && a.class_id() == 0x0300;
+        if !display || !GPU_VENDORS.contains(&a.vendor_id()) || intel_igpu {
+            continue;
+        }
+        let key = pci.global_persistent_index();
+        if found
+            .iter()
+            .any(|f| f.key == key && f.kind == DeviceKind::Gpu)
+        {
+            continue;
+        }
+        let pus = pci
+            .first_non_io_ancestor()
+            .and_then(|a| a.cpuset())
+            .map(|c| cpus_of(&c))
+            .unwrap_or_default();
+        found.push(Found {
+            key,
+            kind: DeviceKind::Gpu,
+            names: vec![(
+                5,
+                format!(
+                    "pci:{:04x}:{:02x}:{:02x}.{:x}",
+                    a.domain(),
+                    a.bus_id(),
+                    a.bus_device(),
+                    a.function()
+                ),
+            )],
+            pus,
+        });
     }
     found
         .into_iter()
