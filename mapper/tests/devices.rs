@@ -260,3 +260,43 @@ fn every_strategy_maps_on_every_real_topology() {
         }
     }
 }
+
+/// A GPU with no OS device of its own (an NVIDIA card without nvidia-drm, seen through sysfs
+/// only, the vendor backends being off for live machines) is still a GPU, found from its PCI
+/// class and vendor and named by its address: pascal's first P100 with its OS devices taken
+/// out of the XML.
+#[test]
+fn a_gpu_without_os_devices_is_found_by_its_pci_class() {
+    let text = std::fs::read_to_string(dir().join("cts1-pascal.xml")).unwrap();
+    // Drop the <object type="OSDev" name="X"> ... </object> blocks of GPU 0 (they hold only
+    // <info> lines).
+    let mut out = Vec::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        let gpu0 = ["\"opencl0d0\"", "\"cuda0\"", "\"nvml0\""]
+            .iter()
+            .any(|n| line.contains("type=\"OSDev\"") && line.contains(n));
+        if gpu0 {
+            skipping = true;
+            continue;
+        }
+        if skipping {
+            if line.trim() == "</object>" {
+                skipping = false;
+            }
+            continue;
+        }
+        out.push(line);
+    }
+    let d = tempfile::tempdir().unwrap();
+    let xml = d.path().join("pascal-no-osdev.xml");
+    std::fs::write(&xml, out.join("\n")).unwrap();
+    let t = Topology::from_xml(&xml).unwrap();
+    assert_eq!(
+        gpus(&t),
+        vec![
+            ("cuda1".to_string(), vec![0]),
+            ("pci:0000:04:00.0".to_string(), vec![0])
+        ]
+    );
+}
