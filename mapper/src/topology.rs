@@ -549,18 +549,33 @@ impl Topology {
             .collect()
     }
 
-    /// Fill in each device's NUMA nodes from its local PUs (those this topology knows).
-    fn locate_devices(&mut self) {
-        for d in &mut self.devices {
-            let mut numa: Vec<u32> = d
-                .local_pus
-                .iter()
-                .filter_map(|&p| self.pus.iter().find(|q| q.os_index == p).map(|q| q.numa))
-                .collect();
-            numa.sort_unstable();
-            numa.dedup();
-            d.numa = numa;
-        }
+    /// OS indexes of the NUMA nodes of the PUs `pus` (OS indexes; those this topology does not
+    /// have are ignored), sorted, each once.
+    pub fn numa_of_pus(&self, pus: &[u32]) -> Vec<u32> {
+        let mut numa: Vec<u32> = pus
+            .iter()
+            .filter_map(|&p| self.pu_position(p).map(|i| self.pus[i].numa))
+            .collect();
+        numa.sort_unstable();
+        numa.dedup();
+        numa
+    }
+
+    /// The names of the GPUs, then of the NICs, local to NUMA node `os_index`; kinds without
+    /// a device there are left out (what `cmlb map`'s table and the report's figure show).
+    pub fn device_names_on_numa(&self, os_index: u32) -> Vec<(DeviceKind, Vec<&str>)> {
+        [DeviceKind::Gpu, DeviceKind::Nic]
+            .into_iter()
+            .map(|kind| {
+                let names = self
+                    .devices_on_numa(kind, os_index)
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>();
+                (kind, names)
+            })
+            .filter(|(_, names)| !names.is_empty())
+            .collect()
     }
 
     /// Attach `devices` and the memory-only NUMA nodes (from hwloc) and locate them on this
@@ -570,19 +585,18 @@ impl Topology {
         devices: Vec<Device>,
         memory_only: Vec<MemoryNode>,
     ) -> Topology {
-        self.devices = devices;
-        self.locate_devices();
+        self.devices = devices
+            .into_iter()
+            .map(|d| Device {
+                numa: self.numa_of_pus(&d.local_pus),
+                ..d
+            })
+            .collect();
         for m in memory_only {
             if self.numa.iter().any(|n| n.os_index == m.os_index) {
                 continue;
             }
-            let mut near: Vec<u32> = m
-                .local_pus
-                .iter()
-                .filter_map(|&p| self.pus.iter().find(|q| q.os_index == p).map(|q| q.numa))
-                .collect();
-            near.sort_unstable();
-            near.dedup();
+            let near = self.numa_of_pus(&m.local_pus);
             self.memory_only.push(MemoryNode { near, ..m });
         }
         self

@@ -21,15 +21,8 @@ fn load(name: &str) -> Topology {
     Topology::from_xml(p).unwrap()
 }
 
-/// A job rank matrix of `n` ranks: a ring over a seeded shuffle of the ranks, so partners are
-/// rarely rank-order neighbours.
-fn write_ranks(dir: &Path, n: usize, seed: u64) {
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    let mut pairs = Vec::new();
-    for k in 0..n {
-        pairs.push((order[k], order[(k + 1) % n]));
-    }
+/// A job rank matrix of `n` ranks where each of `pairs` exchanges `bytes` each way.
+fn write_pairs(dir: &Path, n: usize, pairs: &[(u32, u32)], bytes: u64) {
     let rows = (0..n as u32)
         .map(|r| RankRow {
             rank: r,
@@ -46,7 +39,7 @@ fn write_ranks(dir: &Path, n: usize, seed: u64) {
                     (
                         d,
                         Sent {
-                            p2p_bytes: 1 << 20,
+                            p2p_bytes: bytes,
                             p2p_msgs: 1,
                             ..Sent::default()
                         },
@@ -63,6 +56,15 @@ fn write_ranks(dir: &Path, n: usize, seed: u64) {
     }
     .write_dir(&dir.join(contract::ranks::RANKS_DIR))
     .unwrap();
+}
+
+/// A job rank matrix of `n` ranks: a ring over a seeded shuffle of the ranks, so partners are
+/// rarely rank-order neighbours.
+fn write_ranks(dir: &Path, n: usize, seed: u64) {
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let pairs: Vec<(u32, u32)> = (0..n).map(|k| (order[k], order[(k + 1) % n])).collect();
+    write_pairs(dir, n, &pairs, 1 << 20);
 }
 
 /// NUMA distance between two NUMA nodes (OS indexes): the topology's matrix, or 10/20.
@@ -206,44 +208,7 @@ fn a_gpu_step_says_so_and_keeps_numa_nodes_on_a_node_without_visible_gpus() {
     // Ranks 0-2, 1-3, 4-6, 5-7 exchange: rank order (0,1 | 2,3 on L2s of NUMA 0; 4,5 | 6,7 on
     // NUMA 1) separates every pair within its NUMA node, never across.
     let job = dir.path().join("job");
-    write_ranks(&job, 8, 0);
-    let rows = |pairs: &[(u32, u32)]| {
-        (0..8u32)
-            .map(|r| RankRow {
-                rank: r,
-                host: "n1".into(),
-                seconds: 1.0,
-                to: pairs
-                    .iter()
-                    .filter_map(|&(a, b)| match (a == r, b == r) {
-                        (true, _) => Some(b),
-                        (_, true) => Some(a),
-                        _ => None,
-                    })
-                    .map(|d| {
-                        (
-                            d,
-                            Sent {
-                                p2p_bytes: 1000,
-                                p2p_msgs: 1,
-                                ..Sent::default()
-                            },
-                        )
-                    })
-                    .collect(),
-            })
-            .collect()
-    };
-    let write = |pairs: &[(u32, u32)]| {
-        JobRanks {
-            n: 8,
-            rows: rows(pairs),
-            mpi: "test".into(),
-            command: vec!["app".into()],
-        }
-        .write_dir(&job.join(contract::ranks::RANKS_DIR))
-        .unwrap();
-    };
+    let write = |pairs: &[(u32, u32)]| write_pairs(&job, 8, pairs, 1000);
     write(&[(0, 2), (1, 3), (4, 6), (5, 7)]);
     let plan = |gpus: Option<String>| {
         Step::new(&machine, &cpus)

@@ -683,16 +683,8 @@ impl Figure for TopologyFigure<'_> {
             };
             // The node's GPUs and NICs, as `cmlb topology` names them.
             let mut head = head;
-            for kind in [mapper::DeviceKind::Gpu, mapper::DeviceKind::Nic] {
-                let names: Vec<&str> = self
-                    .topology
-                    .devices_on_numa(kind, node.os_index)
-                    .iter()
-                    .map(|d| d.name())
-                    .collect();
-                if !names.is_empty() {
-                    head.push_str(&format!(" · {} {}", kind.name(), names.join(" ")));
-                }
+            for (kind, names) in self.topology.device_names_on_numa(node.os_index) {
+                head.push_str(&format!(" · {} {}", kind.name(), names.join(" ")));
             }
             root.draw(&Text::new(
                 head,

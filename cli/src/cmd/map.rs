@@ -337,17 +337,11 @@ fn plan_table(plan: &Plan, topo: &Topology, threads: usize) -> String {
             .sum();
         let load = plan.metrics.numa_load.get(k).copied().unwrap_or(0.0);
         // The node's GPUs and NICs, so a reader sees which threads sit next to which device.
-        let mut near = String::new();
-        for kind in [mapper::DeviceKind::Gpu, mapper::DeviceKind::Nic] {
-            let names: Vec<&str> = topo
-                .devices_on_numa(kind, numa.os_index)
-                .iter()
-                .map(|d| d.name())
-                .collect();
-            if !names.is_empty() {
-                near.push_str(&format!(", {}s {}", kind.name(), names.join(" ")));
-            }
-        }
+        let near: String = topo
+            .device_names_on_numa(numa.os_index)
+            .iter()
+            .map(|(kind, names)| format!(", {}s {}", kind.name(), names.join(" ")))
+            .collect();
         s.push_str(&format!(
             "\nnuma P#{}: {threads} threads on {} PUs, load {}{near}\n",
             numa.os_index,

@@ -100,18 +100,9 @@ pub(super) fn assign(
                 return no_placement();
             }
             // The ranks of each NUMA node's shares, placed among those shares only.
-            let numa_of = |s: &Vec<u32>| -> Vec<u32> {
-                let mut v: Vec<u32> = s
-                    .iter()
-                    .filter_map(|&p| node.pu_position(p).map(|i| node.pus[i].numa))
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            };
             let mut groups: Vec<(Vec<u32>, Vec<usize>)> = Vec::new();
             for (k, s) in shares.iter().enumerate() {
-                let key = numa_of(s);
+                let key = node.numa_of_pus(s);
                 match groups.iter_mut().find(|(g, _)| *g == key) {
                     Some((_, members)) => members.push(k),
                     None => groups.push((key, vec![k])),
