@@ -65,9 +65,8 @@ pub fn run(
             };
             for (name, plan) in mapper::compare::compare(&mi, input.samples.as_ref(), None) {
                 // A strategy that maps from raw samples has nothing to say about a bare matrix.
-                let needs_samples = mapper::strategy::by_name(&name)
-                    .map(|s| s.needs_samples())
-                    .unwrap_or(false);
+                let needs_samples =
+                    mapper::StrategySpec::parse(&name).is_ok_and(|s| s.wants_samples());
                 if needs_samples && input.samples.is_none() {
                     continue;
                 }

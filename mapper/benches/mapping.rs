@@ -10,7 +10,8 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use mapper::strategy::{by_name, MapInput, DEFAULT};
+use mapper::strategy::{MapInput, DEFAULT};
+use mapper::StrategySpec;
 use mapper::Topology;
 use std::time::Duration;
 
@@ -46,11 +47,11 @@ fn bench(c: &mut Criterion) {
             seed: 1,
         };
         for &name in strategies {
-            let s = by_name(name).expect("strategy");
+            let spec = StrategySpec::parse(name).expect("strategy");
             g.bench_with_input(
                 BenchmarkId::new(name, format!("{n}/{topo}")),
                 &input,
-                |b, i| b.iter(|| s.map(i).expect("maps")),
+                |b, i| b.iter(|| mapper::plan(&spec, i, None).expect("maps")),
             );
         }
     }

@@ -6,7 +6,8 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use mapper::profile::samples::SampleLog;
-use mapper::strategy::{by_name, compute_plan, compute_plan_with, MapInput};
+use mapper::strategy::MapInput;
+use mapper::StrategySpec;
 use mapper::{CommMatrix, Topology};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -55,7 +56,8 @@ fn bench(c: &mut Criterion) {
         };
         for s in ["spectral", "pair-exchange", "pair-exchange:iters=50000"] {
             g.bench_with_input(BenchmarkId::new(s, n), &input, |b, i| {
-                b.iter(|| compute_plan(s, i).expect("plan"))
+                let spec = StrategySpec::parse(s).expect("strategy");
+                b.iter(|| mapper::plan(&spec, i, None).expect("plan"))
             });
         }
     }
@@ -75,10 +77,8 @@ fn bench(c: &mut Criterion) {
                     .collect()
             })
             .collect();
-        let s = by_name("dagtm")
-            .unwrap()
-            .with_samples(Arc::new(SampleLog { threads }))
-            .unwrap();
+        let log = Arc::new(SampleLog { threads });
+        let spec = StrategySpec::parse("dagtm").unwrap();
         let comm = CommMatrix::zeros(n);
         let load = vec![1.0; n];
         let topo = topology(n);
@@ -89,7 +89,7 @@ fn bench(c: &mut Criterion) {
             seed: 1,
         };
         g.bench_with_input(BenchmarkId::new("dagtm", n), &input, |b, i| {
-            b.iter(|| compute_plan_with(s.as_ref(), i).expect("plan"))
+            b.iter(|| mapper::plan(&spec, i, Some(&log)).expect("plan"))
         });
     }
     g.finish();

@@ -13,7 +13,8 @@
 
 use mapper::metrics::remote_comm;
 use mapper::profile::{read_comm_csv, Profile};
-use mapper::strategy::{compute_plan, MapInput};
+use mapper::strategy::MapInput;
+use mapper::StrategySpec;
 use mapper::{CommMatrix, Plan, Topology};
 use std::path::Path;
 
@@ -56,14 +57,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let load = &profile.load;
     let plan_on = |name: &str, m: &CommMatrix, seed: u64| {
-        compute_plan(
-            name,
+        mapper::plan(
+            &StrategySpec::parse(name).unwrap(),
             &MapInput {
                 comm: m,
                 load,
                 topology: &topo,
                 seed,
             },
+            None,
         )
     };
     let rc = |p: &Plan| remote_comm(&truth, &topo, &pus(p, &topo));

@@ -7,22 +7,6 @@ use crate::profile::samples::SampleLog;
 use crate::strategy::{self, MapInput, StrategySpec};
 use std::sync::Arc;
 
-/// The plan of strategy `spec` (name[:key=value,...]): strategies that use the raw sample
-/// log (dagtm) get `samples` when there is one; with `costs`, mram_cost is recomputed for
-/// those level latencies.
-pub fn plan_for(
-    spec: &StrategySpec,
-    input: &MapInput,
-    samples: Option<&Arc<SampleLog>>,
-    costs: Option<&LevelCosts>,
-) -> crate::Result<Plan> {
-    let mut plan = crate::pipeline::plan_for(spec, input, samples)?;
-    if let Some(c) = costs {
-        add_mram_cost(&mut plan, input, c);
-    }
-    Ok(plan)
-}
-
 /// Recompute a plan's `mram_cost` for the level latencies `costs` (MRAM(h) model).
 pub fn add_mram_cost(plan: &mut Plan, input: &MapInput, costs: &LevelCosts) {
     let pus: Option<Vec<usize>> = plan
@@ -46,7 +30,13 @@ pub fn compare(
         .iter()
         .map(|s| {
             let r = StrategySpec::parse(s.name())
-                .and_then(|spec| plan_for(&spec, input, samples, costs))
+                .and_then(|spec| crate::plan(&spec, input, samples))
+                .map(|mut plan| {
+                    if let Some(c) = costs {
+                        add_mram_cost(&mut plan, input, c);
+                    }
+                    plan
+                })
                 .map_err(|e| e.to_string());
             (s.name().to_string(), r)
         })

@@ -51,7 +51,7 @@ use crate::metrics;
 use crate::plan::Plan;
 use crate::profile::evidence::fmt_count;
 use crate::profile::Profile;
-use crate::strategy::{compute_plan, MapInput};
+use crate::strategy::{MapInput, StrategySpec};
 use crate::topology::Topology;
 
 /// Smallest spread of creation order's node loads (as a fraction of the mean node load) for
@@ -141,7 +141,7 @@ pub fn choose(
         seed: 0,
     };
     Ok(Choice {
-        plan: compute_plan("compact", &input)?,
+        plan: crate::plan(&StrategySpec::compact(), &input, None)?,
         used_prior: true,
         line: format!(
             "plan refused: it stacks threads that ran at the same time on the same PUs \
@@ -165,7 +165,7 @@ fn choose_on_sharing(
         topology,
         seed: 0,
     };
-    let prior = compute_plan("compact", &input)?;
+    let prior = crate::plan(&StrategySpec::compact(), &input, None)?;
     let prior_pus = pus_of(&prior, topology, n)?;
     let metric = Metric::for_topology(topology);
     let prior_choice = |why: String| Choice {

@@ -3,13 +3,13 @@
 //!
 //! One entry point per use:
 //!
-//! * **a plan from inputs** — [`plan_for`]: a [`Topology`] (live, hwloc XML or synthetic,
+//! * **a plan from inputs** — [`plan`]: a [`Topology`] (live, hwloc XML or synthetic,
 //!   restricted to the PUs a job was given), a [`CommMatrix`] and a load vector, a
 //!   [`StrategySpec`] → a [`Plan`] (thread → PU) with its [`metrics`]:
 //!
 //! ```
 //! use mapper::strategy::MapInput;
-//! use mapper::{plan_for, CommMatrix, StrategySpec, Topology};
+//! use mapper::{plan, CommMatrix, StrategySpec, Topology};
 //!
 //! let topology = Topology::load("pack:1 numa:2 core:2 pu:1")?; // 2 NUMA nodes × 2 cores
 //! let mut comm = CommMatrix::zeros(4);
@@ -17,7 +17,7 @@
 //! comm.add_sym(1, 3, 10.0); // so do 1 and 3
 //! let load = [1.0, 1.0, 3.0, 3.0];
 //! let input = MapInput { comm: &comm, load: &load, topology: &topology, seed: 1 };
-//! let plan = plan_for(&StrategySpec::parse("cmlb")?, &input, None)?;
+//! let plan = plan(&StrategySpec::parse("cmlb")?, &input, None)?;
 //! assert_eq!(plan.metrics.remote_comm, 0.0); // no sharing crosses a NUMA node
 //! assert_eq!(plan.metrics.load_std, 0.0); // and both nodes carry a load of 4
 //! # Ok::<(), mapper::MapError>(())
@@ -50,7 +50,22 @@ pub mod topology;
 
 pub use error::{MapError, Result};
 pub use matrix::CommMatrix;
-pub use pipeline::plan_for;
 pub use plan::{Assignment, Plan};
 pub use strategy::StrategySpec;
 pub use topology::{Device, DeviceKind, Level, Topology};
+
+/// The one way from a strategy to a plan: check the inputs agree, configure the strategy
+/// `spec` names (with the profile's raw-sample log when it maps from one, `dagtm`), run it and
+/// attach the plan's metrics. Every front end (`cmlb map`, `cmlb run`, the SPANK plugin through
+/// the guard, `cmlb ranks` per node, `--compare`, the evaluation) plans through here.
+pub fn plan(
+    spec: &StrategySpec,
+    input: &strategy::MapInput,
+    samples: Option<&std::sync::Arc<profile::samples::SampleLog>>,
+) -> Result<Plan> {
+    let s = spec.build()?;
+    let s = samples
+        .and_then(|log| s.with_samples(std::sync::Arc::clone(log)))
+        .unwrap_or(s);
+    strategy::compute_plan_with(s.as_ref(), input)
+}

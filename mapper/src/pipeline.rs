@@ -46,7 +46,7 @@ use crate::plan::Plan;
 use crate::profile::ranks::{has_ranks, read_ranks_dir};
 use crate::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use crate::profile::{Profile, PROFILE_FILE};
-use crate::strategy::{self, MapInput, StrategySpec};
+use crate::strategy::{MapInput, StrategySpec};
 use crate::topology::{format_cpu_list, Topology};
 use contract::BindMode;
 use std::path::{Path, PathBuf};
@@ -737,7 +737,7 @@ impl Step {
             topology: topo,
             seed: self.seed,
         };
-        let compact = strategy::compute_plan("compact", &input)?;
+        let compact = crate::plan(&StrategySpec::compact(), &input, None)?;
         Ok((choice.plan, compact, n, choice.line, choice.used_prior))
     }
 
@@ -767,21 +767,6 @@ impl Step {
     }
 }
 
-/// The plan of `spec` for `input`; strategies that map from access streams (`dagtm`) get the
-/// sample log. The one place a strategy spec turns into a plan, for every front end.
-pub fn plan_for(
-    spec: &StrategySpec,
-    input: &MapInput,
-    samples: Option<&Arc<SampleLog>>,
-) -> Result<Plan> {
-    strategy::validate(input)?;
-    let s = spec.build()?;
-    let s = samples
-        .and_then(|log| s.with_samples(Arc::clone(log)))
-        .unwrap_or(s);
-    strategy::compute_plan_with(s.as_ref(), input)
-}
-
 /// The plan of `spec` from a profile, applied only when the profile supports it: the plan is
 /// made from each held-out half and scored on the other against creation order (`compact`),
 /// and falls back to it otherwise ([`crate::guard::choose`]); threads without data follow
@@ -808,7 +793,7 @@ pub fn guarded_plan(
             topology: topo,
             seed,
         };
-        plan_for(spec, &input, samples.as_ref())
+        crate::plan(spec, &input, samples.as_ref())
     })
 }
 

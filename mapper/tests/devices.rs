@@ -4,6 +4,8 @@
 //! hold. The whole rendering of each file is a golden file
 //! (`tests/golden/topologies/NAME.txt`); `UPDATE_GOLDEN=1` regenerates them for review.
 
+mod common;
+
 use mapper::{DeviceKind, Topology};
 use std::path::PathBuf;
 
@@ -206,7 +208,7 @@ fn knl_flat_modes_show_their_mcdram() {
 /// reserved PUs and all), one thread per PU, never on a node without PUs.
 #[test]
 fn every_strategy_maps_on_every_real_topology() {
-    use mapper::strategy::{compute_plan, names, MapInput};
+    use mapper::strategy::{names, MapInput};
     for f in xml_files() {
         let t = load(&f);
         // Half the PUs, at most 48 threads: what the slower strategies map in a debug build
@@ -222,7 +224,7 @@ fn every_strategy_maps_on_every_real_topology() {
         let load: Vec<f64> = (0..n).map(|i| 1.0 + (i % 3) as f64).collect();
         // DagTM maps from a profile's sample log, not a matrix (its own tests give it one).
         for s in names().into_iter().filter(|&s| s != "dagtm") {
-            let plan = compute_plan(
+            let plan = common::plan_named(
                 s,
                 &MapInput {
                     comm: &comm,

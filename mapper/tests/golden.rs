@@ -7,7 +7,7 @@
 
 mod common;
 
-use mapper::strategy::{compute_plan, MapInput};
+use mapper::strategy::MapInput;
 use mapper::Topology;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -56,7 +56,7 @@ fn render(topo: &Topology, strategy: &str) -> String {
         topology: topo,
         seed: 1,
     };
-    let plan = compute_plan(strategy, &input).expect("plan");
+    let plan = common::plan_named(strategy, &input).expect("plan");
     let mut s = format!(
         "strategy {strategy}\ntopology {}\nremote_comm {:.3}\nload_std {:.6}\nnuma_load {:?}\nthread pu core numa\n",
         source_name(&topo.source), plan.metrics.remote_comm, plan.metrics.load_std, plan.metrics.numa_load

@@ -3,10 +3,12 @@
 //! background noise), split into halves by word, then thinned to a few percent. The chosen
 //! plan is scored on the true matrix.
 
+mod common;
+
 use mapper::guard::{self, TOLERANCE};
 use mapper::metrics::remote_comm;
 use mapper::profile::{Profile, ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
-use mapper::strategy::{compute_plan, MapInput};
+use mapper::strategy::MapInput;
 use mapper::{CommMatrix, Plan, Topology};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -137,7 +139,7 @@ fn planner<'a>(
     topology: &'a Topology,
 ) -> impl Fn(&CommMatrix) -> mapper::Result<Plan> + 'a {
     move |m| {
-        compute_plan(
+        common::plan_named(
             strategy,
             &MapInput {
                 comm: m,
@@ -182,7 +184,7 @@ fn decide(p: &Profile, t: &CommMatrix, topo: &Topology, strategy: &str) -> Outco
     let load = vec![1.0; t.n()];
     let plan_with = planner(strategy, &load, topo);
     let c = guard::choose(p, topo, &plan_with).unwrap();
-    let compact = compute_plan(
+    let compact = common::plan_named(
         "compact",
         &MapInput {
             comm: t,

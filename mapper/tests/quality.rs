@@ -9,7 +9,7 @@
 
 mod common;
 
-use mapper::strategy::{compute_plan, MapInput, DEFAULT};
+use mapper::strategy::{MapInput, DEFAULT};
 use mapper::Topology;
 
 struct Row {
@@ -39,7 +39,7 @@ fn run_on(loads: &dyn Fn(usize) -> Vec<f64>, strategies: &[&str], spare: u32) ->
                 seed: 1,
             };
             for s in strategies {
-                let p = compute_plan(s, &input).expect("plan");
+                let p = common::plan_named(s, &input).expect("plan");
                 rows.push(Row {
                     matrix: name.clone(),
                     numa,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use mapper::strategy::{compute_plan, MapInput, DEFAULT};
+use mapper::strategy::{MapInput, DEFAULT};
 use mapper::topology::{Level, NodeSpec};
 use mapper::{CommMatrix, Topology};
 use proptest::prelude::*;
@@ -18,7 +18,7 @@ fn pus_of(topo: &Topology, name: &str, comm: &CommMatrix, load: &[f64]) -> Vec<u
         topology: topo,
         seed: 7,
     };
-    let plan = compute_plan(name, &input).expect("plan");
+    let plan = common::plan_named(name, &input).expect("plan");
     plan.assignment
         .iter()
         .map(|a| topo.pu_position(a.pu).unwrap())
@@ -103,7 +103,7 @@ fn nas_matrices_map_validly_with_every_strategy() {
                 topology: &topo,
                 seed: 1,
             };
-            let plan = compute_plan(s, &input).unwrap();
+            let plan = common::plan_named(s, &input).unwrap();
             let mut pus: Vec<u32> = plan.assignment.iter().map(|a| a.pu).collect();
             pus.sort();
             pus.dedup();
@@ -129,7 +129,7 @@ fn nas_cg_keeps_its_communicating_blocks_local() {
             topology: &topo,
             seed: 1,
         };
-        compute_plan(s, &input).unwrap().metrics.remote_comm
+        common::plan_named(s, &input).unwrap().metrics.remote_comm
     };
     assert!(rc("eagermap") < 0.5 * rc("random"));
     assert!(rc(DEFAULT) <= rc("eagermap") * 1.15);
@@ -152,7 +152,7 @@ fn metrics_match_hand_computed_values() {
         topology: &topo,
         seed: 0,
     };
-    let plan = compute_plan("eagermap", &input).unwrap();
+    let plan = common::plan_named("eagermap", &input).unwrap();
     // EagerMap: {0,1} on node 0, {2,3} on node 1. Remote = (0,2) + (1,3) = 4.
     // Node loads 5 and 5 -> std 0.
     let numa: Vec<u32> = plan.assignment.iter().map(|a| a.numa).collect();
@@ -166,17 +166,17 @@ fn metrics_match_hand_computed_values() {
         load: &load2,
         ..input
     };
-    let plan = compute_plan("compact", &input2).unwrap();
+    let plan = common::plan_named("compact", &input2).unwrap();
     assert_eq!(plan.metrics.numa_load, vec![8.0, 2.0]);
     assert_eq!(plan.metrics.load_std, 3.0);
     assert_eq!(plan.metrics.remote_comm, 4.0);
     // cmlb: seed 0 (load 4, target 5); the last slot goes to the thread that brings the group
     // closest to its target, a light one, not the top-ranked heavy partner 1: 5 and 5.
-    let plan = compute_plan("cmlb", &input2).unwrap();
+    let plan = common::plan_named("cmlb", &input2).unwrap();
     assert_eq!(plan.metrics.numa_load, vec![5.0, 5.0]);
     // The default puts balance first: one heavy thread per node ({1,3} / {0,2}), which cuts
     // the two 10-pairs: RemoteComm 20.
-    let plan = compute_plan(DEFAULT, &input2).unwrap();
+    let plan = common::plan_named(DEFAULT, &input2).unwrap();
     assert_eq!(plan.metrics.numa_load, vec![5.0, 5.0]);
     assert_eq!(plan.metrics.load_std, 0.0);
     assert_eq!(plan.metrics.remote_comm, 20.0);
@@ -294,16 +294,16 @@ proptest! {
     #[test]
     fn annealing_never_raises_remote_comm((topo, m, load) in arb_input(), seed in 0u64..4) {
         let input = MapInput { comm: &m, load: &load, topology: &topo, seed };
-        let annealed = compute_plan(DEFAULT, &input).unwrap().metrics.remote_comm;
-        let kl_only = compute_plan("cmlb-refine:anneal=0", &input).unwrap().metrics.remote_comm;
+        let annealed = common::plan_named(DEFAULT, &input).unwrap().metrics.remote_comm;
+        let kl_only = common::plan_named("cmlb-refine:anneal=0", &input).unwrap().metrics.remote_comm;
         prop_assert!(annealed <= kl_only * (1.0 + 1e-9) + 1e-9, "{} > {}", annealed, kl_only);
     }
 
     #[test]
     fn default_is_never_much_less_balanced_than_cmlb((topo, m, load) in arb_input()) {
         let input = MapInput { comm: &m, load: &load, topology: &topo, seed: 0 };
-        let base = compute_plan("cmlb", &input).unwrap();
-        let refined = compute_plan(DEFAULT, &input).unwrap();
+        let base = common::plan_named("cmlb", &input).unwrap();
+        let refined = common::plan_named(DEFAULT, &input).unwrap();
         // Every group stays within max(its deviation from its target after cmlb, 0.5 % of the
         // mean target), so imbalance(default)² ≤ imbalance(cmlb)² + tolerance², where
         // imbalance = RMS deviation of the NUMA loads from their capacity-proportional targets.

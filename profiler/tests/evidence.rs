@@ -8,7 +8,8 @@ mod common;
 use mapper::guard::{self, TOLERANCE};
 use mapper::metrics::remote_comm;
 use mapper::profile::{read_comm_csv, Profile};
-use mapper::strategy::{compute_plan, MapInput};
+use mapper::strategy::MapInput;
+use mapper::StrategySpec;
 use mapper::{CommMatrix, Plan, Topology};
 use profiler::{run_profile, Backend, ProfileConfig, Target};
 
@@ -48,14 +49,15 @@ fn pus(plan: &Plan, topo: &Topology) -> Vec<usize> {
 /// guard's line.
 fn score(p: &Profile, t: &CommMatrix, topo: &Topology) -> (f64, f64, f64, f64, String) {
     let plan = |name: &str, m: &CommMatrix, seed: u64| {
-        compute_plan(
-            name,
+        mapper::plan(
+            &StrategySpec::parse(name).unwrap(),
             &MapInput {
                 comm: m,
                 load: &p.load,
                 topology: topo,
                 seed,
             },
+            None,
         )
         .unwrap()
     };

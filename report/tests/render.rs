@@ -2,8 +2,9 @@
 
 use mapper::compare::compare;
 use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
-use mapper::strategy::{compute_plan, MapInput};
+use mapper::strategy::MapInput;
 use mapper::topology::NodeSpec;
+use mapper::StrategySpec;
 use mapper::{CommMatrix, Level, Topology};
 use report::{write_report, ReportInput};
 
@@ -135,7 +136,7 @@ fn writes_page_and_every_figure_in_png_and_svg() {
         topology: &topo,
         seed: 1,
     };
-    let plan = compute_plan("scatter", &input).unwrap();
+    let plan = mapper::plan(&StrategySpec::parse("scatter").unwrap(), &input, None).unwrap();
     let rows = compare(&input, None, None);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rep");
@@ -226,7 +227,7 @@ fn large_matrices_are_drawn_in_blocks_so_files_stay_small() {
         topology: &topo,
         seed: 1,
     };
-    let plan = compute_plan("compact", &input).unwrap();
+    let plan = mapper::plan(&StrategySpec::parse("compact").unwrap(), &input, None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rep");
     write_report(

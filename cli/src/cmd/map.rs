@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
-use mapper::compare::{num, plan_for};
+use mapper::compare::num;
 use mapper::mram::LevelCosts;
 use mapper::plan::write_atomic;
 use mapper::profile::samples::{read_samples_csv, LoggedSample, SampleLog};
@@ -140,7 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.compare {
         return compare(&input, samples.as_ref(), costs.as_ref(), a.format);
     }
-    let plan = match &a.profile {
+    let mut plan = match &a.profile {
         // A plan from a profile is checked like cmlb run and the plugin check it; an explicit
         // sample log or --no-guard takes the strategy's plan as it is.
         Some(dir) if !a.no_guard && a.samples.is_none() => {
@@ -157,14 +157,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     ""
                 }
             );
-            let mut plan = choice.plan;
-            if let Some(c) = &costs {
-                mapper::compare::add_mram_cost(&mut plan, &input, c);
-            }
-            plan
+            choice.plan
         }
-        _ => plan_for(&a.strategy, &input, samples.as_ref(), costs.as_ref())?,
+        _ => mapper::plan(&a.strategy, &input, samples.as_ref())?,
     };
+    if let Some(c) = &costs {
+        mapper::compare::add_mram_cost(&mut plan, &input, c);
+    }
     // Write the file first: if that fails the user sees only the error, not a plan that
     // looks saved.
     if let Some(out) = &a.out {

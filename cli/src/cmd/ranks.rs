@@ -425,7 +425,7 @@ fn inside_machines(
                     topology: topo,
                     seed: 1,
                 };
-                let plan = mapper::plan_for(spec, &input, None).with_context(context)?;
+                let plan = mapper::plan(spec, &input, None).with_context(context)?;
                 if let Some(p) = pus.as_deref_mut() {
                     for a in &plan.assignment {
                         p[members[a.thread]] = Some(vec![a.pu]);

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use mapper::compare::{compare, plan_for};
+use mapper::compare::compare;
 use mapper::profile::Profile;
 use mapper::strategy::{self, MapInput};
 use mapper::Plan;
@@ -81,7 +81,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             (plan, source)
         }
         None => {
-            let plan = plan_for(&a.strategy, &input, samples.as_ref(), None)?;
+            let plan = mapper::plan(&a.strategy, &input, samples.as_ref())?;
             let source = format!("computed with strategy '{}'", plan.strategy);
             (plan, source)
         }

@@ -16,7 +16,6 @@
 
 use crate::error::Result;
 use crate::metrics;
-use crate::pipeline::plan_for;
 use crate::profile::ranks::RankProfile;
 use crate::strategy::{MapInput, StrategySpec};
 use crate::topology::{format_cpu_list, Topology};
@@ -178,7 +177,7 @@ fn place(
     seed: u64,
 ) -> Result<Option<Vec<usize>>> {
     let load = vec![1.0; sub.n()];
-    let plan = plan_for(
+    let plan = crate::plan(
         spec,
         &MapInput {
             comm: sub,

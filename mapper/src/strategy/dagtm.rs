@@ -120,9 +120,6 @@ impl Strategy for Dagtm {
         }
         Ok(Box::new(s))
     }
-    fn needs_samples(&self) -> bool {
-        true
-    }
     fn with_samples(&self, log: Arc<SampleLog>) -> Option<Box<dyn Strategy>> {
         let mut s = self.clone();
         s.samples = Some(log);

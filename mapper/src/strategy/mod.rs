@@ -62,11 +62,6 @@ pub trait Strategy {
     ) -> Option<Box<dyn Strategy>> {
         None
     }
-    /// True when the strategy maps from a raw-sample log and cannot work from a matrix alone
-    /// (`dagtm`), so tools comparing strategies on matrix-only inputs can leave it out.
-    fn needs_samples(&self) -> bool {
-        false
-    }
     /// The parameter keys [`Strategy::configure`] accepts (empty: none).
     fn param_keys(&self) -> &'static [&'static str] {
         &[]
@@ -117,6 +112,15 @@ impl StrategySpec {
         })
     }
 
+    /// Creation order (`compact`): the placement a user has without cmlb, which every plan is
+    /// measured against and falls back to.
+    pub fn compact() -> StrategySpec {
+        StrategySpec {
+            name: "compact",
+            params: Vec::new(),
+        }
+    }
+
     /// The strategy's registered name.
     pub fn name(&self) -> &'static str {
         self.name
@@ -140,7 +144,8 @@ impl StrategySpec {
     }
 
     /// True when the strategy maps from the profile's raw-sample log (`dagtm`), so a
-    /// pipeline must hand it `samples.csv`.
+    /// pipeline must hand it `samples.csv` and tools comparing strategies on matrix-only
+    /// inputs leave it out.
     pub fn wants_samples(&self) -> bool {
         self.build()
             .is_ok_and(|s| s.with_samples(std::sync::Arc::default()).is_some())
@@ -330,8 +335,10 @@ pub fn names() -> Vec<&'static str> {
     all().iter().map(|s| s.name()).collect()
 }
 
-/// Look a strategy up by its spelling (`spectral:k=8,scheme=plain`, see [`StrategySpec`]).
-pub fn by_name(spec: &str) -> Result<Box<dyn Strategy>> {
+/// Look a strategy up by its spelling (`spectral:k=8,scheme=plain`, see [`StrategySpec`]);
+/// for this module's tests, which exercise strategies directly.
+#[cfg(test)]
+pub(crate) fn by_name(spec: &str) -> Result<Box<dyn Strategy>> {
     StrategySpec::parse(spec)?.build()
 }
 
@@ -364,16 +371,17 @@ pub fn validate(input: &MapInput) -> Result<()> {
     Ok(())
 }
 
-/// Run strategy `name` and build the plan with its metrics.
-pub fn compute_plan(name: &str, input: &MapInput) -> Result<Plan> {
-    validate(input)?;
-    let s = by_name(name)?;
-    compute_plan_with(s.as_ref(), input)
+/// Run strategy `name` and build the plan with its metrics, for this module's tests (everyone
+/// else plans through [`crate::plan`]).
+#[cfg(test)]
+pub(crate) fn compute_plan(name: &str, input: &MapInput) -> Result<Plan> {
+    compute_plan_with(by_name(name)?.as_ref(), input)
 }
 
 /// Run an already configured strategy (e.g. one given a sample log with
-/// [`Strategy::with_samples`]) and build the plan with its metrics.
-pub fn compute_plan_with(s: &dyn Strategy, input: &MapInput) -> Result<Plan> {
+/// [`Strategy::with_samples`]) and build the plan with its metrics; [`crate::plan`] is the
+/// public way in.
+pub(crate) fn compute_plan_with(s: &dyn Strategy, input: &MapInput) -> Result<Plan> {
     validate(input)?;
     let start = std::time::Instant::now();
     let pus = s.map(input)?;

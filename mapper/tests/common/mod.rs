@@ -3,8 +3,9 @@
 //! bundled EagerMap example matrices.
 #![allow(dead_code)]
 
+use mapper::strategy::MapInput;
 use mapper::topology::{Level, NodeSpec, Topology};
-use mapper::CommMatrix;
+use mapper::{CommMatrix, Plan, StrategySpec};
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 
@@ -158,4 +159,10 @@ pub fn nas_matrices() -> Vec<(String, CommMatrix)> {
             (name, m)
         })
         .collect()
+}
+
+/// The plan of strategy `spec` (`name[:key=value,...]`) through the one public route,
+/// [`mapper::plan`], without a sample log.
+pub fn plan_named(spec: &str, input: &MapInput) -> mapper::Result<Plan> {
+    mapper::plan(&StrategySpec::parse(spec)?, input, None)
 }
