@@ -664,12 +664,12 @@ fn accumulate_merges_runs_of_the_same_command() {
     let err = run(&[&pairs, "4", "0.5"], &[]);
     assert!(err.contains("cmlb: evidence: 1 run, "), "{err}");
     assert_eq!(runs(), 1);
-    let first = mapper::profile::Profile::read_dir(&out).unwrap();
+    let first = profile::Profile::read_dir(&out).unwrap();
     let err = run(&[&pairs, "4", "0.5"], &[]);
     assert!(err.contains("merged into the profile in"), "{err}");
     assert!(err.contains("cmlb: evidence: 2 runs, "), "{err}");
     assert_eq!(runs(), 2);
-    let merged = mapper::profile::Profile::read_dir(&out).unwrap();
+    let merged = profile::Profile::read_dir(&out).unwrap();
     assert!(merged.meta.samples > first.meta.samples);
     let (a, b) = merged.halves.as_ref().expect("halves");
     for i in 0..4 {

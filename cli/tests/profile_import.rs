@@ -69,7 +69,7 @@ fn perf_script_trace_becomes_a_profile() {
         "{err}"
     );
     assert!(err.contains("1600 samples"), "{err}");
-    let p = mapper::profile::Profile::read_dir(&out).unwrap();
+    let p = profile::Profile::read_dir(&out).unwrap();
     let tids: Vec<i64> = p.meta.threads.iter().map(|t| t.tid).collect();
     assert_eq!(tids, vec![700, 703, 701, 702]);
     assert!(p.meta.load_dram_only);
@@ -111,7 +111,7 @@ fn csv_trace_becomes_a_profile() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let p = mapper::profile::Profile::read_dir(&out).unwrap();
+    let p = profile::Profile::read_dir(&out).unwrap();
     assert_eq!(p.meta.backend, "import:csv");
     assert_eq!(p.comm.get(0, 1), 1.0);
 }

@@ -6,8 +6,8 @@ mod common;
 
 use common::{fails, ok, usage_error};
 
-use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use mapper::CommMatrix;
+use profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! machines they are mapped onto.
 
 use crate::error::{EvalError, Result};
-use mapper::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
+use mapper::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use mapper::{CommMatrix, Topology};
 use std::path::{Path, PathBuf};
 
@@ -124,7 +124,7 @@ pub fn read_eagermap_dir(dir: &Path) -> Result<Vec<EvalInput>> {
     files
         .into_iter()
         .map(|f| {
-            let comm = mapper::profile::read_comm_csv(&f, true)?;
+            let comm = mapper::matrix::read_comm_csv(&f, true)?;
             let name = f
                 .file_stem()
                 .map(|s| s.to_string_lossy().replace(".nb_messages", ""))
@@ -154,7 +154,7 @@ fn collect_csv(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// A profile directory as an input (its comm.csv and load.csv).
 pub fn read_profile(dir: &Path) -> Result<EvalInput> {
-    let p = mapper::profile::Profile::read_dir(dir)?;
+    let p = profile::Profile::read_dir(dir)?;
     let name = dir
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())

@@ -4,7 +4,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, scratch, split};
 use libfuzzer_sys::fuzz_target;
-use mapper::profile::Profile;
+use profile::Profile;
 
 fuzz_target!(|data: &[u8]| {
     let parts = split(data, 4);

@@ -10,7 +10,7 @@
 use cmlb_fuzz::{scratch, split};
 use contract::ranks::{JobRanks, RankRow};
 use libfuzzer_sys::fuzz_target;
-use mapper::profile::ranks::read_ranks_dir;
+use profile::ranks::read_ranks_dir;
 use mapper::ranks::RankGraph;
 
 fuzz_target!(|data: &[u8]| {

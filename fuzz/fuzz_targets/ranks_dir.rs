@@ -5,7 +5,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, scratch};
 use libfuzzer_sys::fuzz_target;
-use mapper::profile::ranks::read_ranks_dir;
+use profile::ranks::read_ranks_dir;
 
 const SEP: &[u8] = b"\0--\0";
 

@@ -3,7 +3,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, scratch};
 use libfuzzer_sys::fuzz_target;
-use mapper::profile::Profile;
+use profile::Profile;
 
 const YAML: &str = "schema: 1\ncommand: [app]\nbackend: page-faults\nthreads:\n- {index: 0, tid: 10}\n- {index: 1, tid: 11}\n";
 

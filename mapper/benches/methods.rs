@@ -5,7 +5,7 @@
 //! `cargo bench -p cmlb-mapper --bench methods`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use mapper::profile::samples::SampleLog;
+use mapper::samples::SampleLog;
 use mapper::strategy::MapInput;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Topology};

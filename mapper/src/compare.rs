@@ -3,7 +3,7 @@
 
 use crate::mram::LevelCosts;
 use crate::plan::Plan;
-use crate::profile::samples::SampleLog;
+use crate::samples::SampleLog;
 use crate::strategy::{self, MapInput, StrategySpec};
 use std::sync::Arc;
 

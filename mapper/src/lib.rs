@@ -32,19 +32,16 @@
 //! [`StrategySpec`]), [`metrics`], [`profile`] and [`plan`] files. No Slurm, no perf, no I/O
 //! beyond files.
 
-pub mod binding;
 pub mod compare;
 pub mod error;
-pub mod guard;
 pub mod matrix;
 pub mod metrics;
 pub mod mram;
 pub mod output;
-pub mod pipeline;
 pub mod plan;
-pub mod profile;
 pub mod ranks;
 pub mod reuse;
+pub mod samples;
 pub mod strategy;
 pub mod topology;
 
@@ -61,7 +58,7 @@ pub use topology::{Device, DeviceKind, Level, Topology};
 pub fn plan(
     spec: &StrategySpec,
     input: &strategy::MapInput,
-    samples: Option<&std::sync::Arc<profile::samples::SampleLog>>,
+    samples: Option<&std::sync::Arc<samples::SampleLog>>,
 ) -> Result<Plan> {
     let s = spec.build()?;
     let s = samples

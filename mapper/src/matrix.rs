@@ -2,6 +2,7 @@
 
 use crate::error::{MapError, Result};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// A dense, square, symmetric, non-negative matrix stored row-major.
 /// Row/column i is thread i in creation order inside its process.
@@ -13,7 +14,7 @@ pub struct CommMatrix {
 
 /// Metrics and gains add values up: values whose sum overflows would turn them into inf/NaN,
 /// so matrices and load vectors with such values are refused (`what` names the input).
-pub(crate) fn check_sum(what: &str, values: &[f64]) -> Result<()> {
+pub fn check_sum(what: &str, values: &[f64]) -> Result<()> {
     if values.iter().sum::<f64>().is_finite() {
         Ok(())
     } else {
@@ -140,6 +141,106 @@ impl CommMatrix {
         }
         CommMatrix { n: k, data }
     }
+}
+
+// The matrix and load-vector files (`comm.csv`, `load.csv`, EagerMap's matrices): what
+// `cmlb map` reads without a profile, and what a profile directory holds.
+
+/// Parse a comma-separated numeric table. Accepts a trailing comma (EagerMap's files),
+/// blank lines and `#` comments. Errors name the file, line and column.
+pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
+    Ok(parse_numeric_lines(what, text)?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// [`parse_numeric_csv`], keeping each row's 1-based line number.
+pub fn parse_numeric_lines(what: &str, text: &str) -> Result<Vec<(usize, Vec<f64>)>> {
+    let mut rows = Vec::new();
+    // Spreadsheets save CSV with a UTF-8 byte-order mark, invisible in any error message.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_suffix(',').unwrap_or(line);
+        let mut row = Vec::new();
+        for (col, cell) in line.split(',').enumerate() {
+            let cell = cell.trim();
+            let v: f64 = cell.parse().map_err(|_| {
+                MapError::input(
+                    what,
+                    format!(
+                        "line {}, column {}: '{cell}' is not a number",
+                        ln + 1,
+                        col + 1
+                    ),
+                )
+            })?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(MapError::input(
+                    what,
+                    format!(
+                        "line {}, column {}: {v} is not allowed (values must be finite and >= 0)",
+                        ln + 1,
+                        col + 1
+                    ),
+                ));
+            }
+            row.push(v);
+        }
+        rows.push((ln + 1, row));
+    }
+    Ok(rows)
+}
+
+/// Read a communication matrix CSV. `eagermap_order`: rows are in reverse task order
+/// (EagerMap's format: the first task is on the last line), columns in task order.
+pub fn read_comm_csv(path: &Path, eagermap_order: bool) -> Result<CommMatrix> {
+    let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
+    let what = path.display().to_string();
+    let mut rows = parse_numeric_lines(&what, &text)?;
+    if eagermap_order {
+        rows.reverse();
+    }
+    let (lines, rows): (Vec<usize>, Vec<Vec<f64>>) = rows.into_iter().unzip();
+    CommMatrix::from_rows_at(&what, rows, Some(&lines))
+}
+
+/// Write a communication matrix CSV (plain order, or EagerMap's reversed rows).
+pub fn write_comm_csv(path: &Path, m: &CommMatrix, eagermap_order: bool) -> Result<()> {
+    let mut lines: Vec<String> = m
+        .rows()
+        .map(|r| {
+            r.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    if eagermap_order {
+        lines.reverse();
+    }
+    let mut s = lines.join("\n");
+    s.push('\n');
+    std::fs::write(path, s.as_bytes()).map_err(|e| MapError::io(path, e))
+}
+
+/// Read a load vector: one value per line, or one comma-separated line.
+pub fn read_load_csv(path: &Path) -> Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
+    let rows = parse_numeric_csv(&path.display().to_string(), &text)?;
+    let v: Vec<f64> = rows.into_iter().flatten().collect();
+    if v.is_empty() {
+        return Err(MapError::input(
+            path.display().to_string(),
+            "empty load vector",
+        ));
+    }
+    check_sum(&format!("{}: load vector", path.display()), &v)?;
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -470,7 +470,7 @@ pub fn profile_trace(
     format: ImportFormat,
     path: &Path,
     params: &crate::analysis::AnalysisParams,
-) -> Result<mapper::profile::Profile> {
+) -> Result<profile::Profile> {
     let trace = read_trace(format, path)?;
     let mut p = crate::analysis::analyze(&trace.samples, &trace.threads, params)?;
     let name = match format {

@@ -1,6 +1,6 @@
 //! The cmlb profiler: sampling backends produce one stream of memory-access samples
 //! `(tid, time, addr, kind, dram?)`; the analysis turns it into the communication matrix,
-//! the memory load vector and the timeline of a [`mapper::profile::Profile`].
+//! the memory load vector and the timeline of a [`profile::Profile`].
 //!
 //! Live profiling entry point: [`run_profile`] (used by `cmlb profile` and `cmlb run`).
 

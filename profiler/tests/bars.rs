@@ -8,7 +8,7 @@
 
 mod common;
 
-use mapper::profile::Profile;
+use profile::Profile;
 use profiler::{run_profile, Backend, ProfileConfig, Target};
 use std::sync::{Mutex, OnceLock};
 

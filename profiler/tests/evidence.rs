@@ -5,13 +5,14 @@
 
 mod common;
 
-use mapper::guard::{self, TOLERANCE};
+use mapper::matrix::read_comm_csv;
 use mapper::metrics::remote_comm;
-use mapper::profile::{read_comm_csv, Profile};
 use mapper::strategy::MapInput;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Plan, Topology};
+use profile::Profile;
 use profiler::{run_profile, Backend, ProfileConfig, Target};
+use step::guard::{self, TOLERANCE};
 
 /// The workload's true matrix (default seed, as in the profiled run).
 fn truth(name: &str, threads: usize) -> CommMatrix {

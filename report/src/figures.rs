@@ -3,11 +3,11 @@
 
 use crate::error::{ReportError, Result};
 use crate::layout::PlanView;
-use mapper::profile::Profile;
 use mapper::{CommMatrix, Topology};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use profile::Profile;
 use std::path::Path;
 
 const FONT: &str = "sans-serif";

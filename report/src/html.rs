@@ -227,7 +227,7 @@ better). Quality: EagerMap's Σ A[i][j] / distance (higher is better). Hop-bytes
 
 /// Per-thread evidence: samples and sharing events, threads without data marked. Collapsed:
 /// it is long for many threads and read only when the summary line raises a question.
-fn evidence_table(h: &mut String, e: &mapper::profile::Evidence) {
+fn evidence_table(h: &mut String, e: &profile::Evidence) {
     h.push_str(
         "<details><summary>Evidence per thread</summary>\n<table class=\"evidence\">\n\
 <tr><th>thread</th><th>samples</th><th>sharing events</th></tr>\n",

@@ -32,8 +32,8 @@ pub use error::{ReportError, Result};
 pub use eval_plots::eval_plots;
 pub use layout::PlanView;
 
-use mapper::profile::Profile;
 use mapper::{Plan, Topology};
+use profile::Profile;
 use std::path::{Path, PathBuf};
 
 /// Everything a report shows.

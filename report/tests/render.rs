@@ -1,11 +1,11 @@
 //! Renders a report for a profile with a known pattern and checks what lands on disk.
 
 use mapper::compare::compare;
-use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use mapper::strategy::MapInput;
 use mapper::topology::NodeSpec;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Level, Topology};
+use profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};
 use report::{write_report, ReportInput};
 
 /// `numa` nodes × `cores` cores × 2 PUs, OS indexes in tree order.

@@ -384,7 +384,7 @@ pub fn expand_scratch(template: &str, user: &str, job: u32, node: &str) -> Strin
     out
 }
 
-pub use mapper::binding::profile_key;
+pub use step::binding::profile_key;
 
 #[cfg(test)]
 mod tests {

@@ -31,11 +31,11 @@ use cmlb_slurm::companions;
 use cmlb_slurm::layout::per_node_counts;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::launcher;
-use mapper::binding::profile_key;
-use mapper::pipeline::{profile_argv, WrapOpts};
-use mapper::profile::ranks::{has_ranks, read_ranks_dir};
 use mapper::ranks::{block, expand_hostlist, map_to_machines, Cluster, Machine};
+use profile::ranks::{has_ranks, read_ranks_dir};
 use std::path::{Path, PathBuf};
+use step::binding::profile_key;
+use step::{profile_argv, WrapOpts};
 
 /// `SLURM_BATCH_SCRIPT`: the step id of a batch script.
 pub(crate) const BATCH_STEP: u32 = 0xffff_fffb;

@@ -1,6 +1,6 @@
 //! Remote context (slurmstepd), the plugin's step policy: `user_init` (once per step per
 //! node, as the job user) reads what Slurm knows about the step and hands it to the mapper's
-//! pipeline ([`mapper::pipeline::Step`]); `task_init` (in each task before exec, as the job
+//! pipeline ([`step::Step`]); `task_init` (in each task before exec, as the job
 //! user) carries out the task's action with the `contract` crate. Nothing here decides a
 //! placement: `cmlb run` goes through the same pipeline and would decide the same.
 
@@ -11,10 +11,10 @@ use crate::{effective, with_state};
 use cmlb_slurm::companions;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
-use mapper::binding::SocketDist;
-use mapper::pipeline::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
 use mapper::topology::{format_cpu_list, Topology};
 use std::path::PathBuf;
+use step::binding::SocketDist;
+use step::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
 
 /// What one local task gets, as `task_init` carries it out.
 #[derive(Debug, Clone)]
@@ -278,8 +278,8 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
         check_scratch(&s.scratch, s.uid).map_err(|e| Skip(e.0))?;
     }
     let mode = match opts.mode {
-        Mode::Profile => pipeline::Mode::Profile,
-        _ => pipeline::Mode::Apply,
+        Mode::Profile => step::Mode::Profile,
+        _ => step::Mode::Apply,
     };
     let strategy = opts.strategy.clone().unwrap_or_default();
     let step = Step::from_slurm_cores(&machine, &s.cores)?

@@ -4,13 +4,14 @@
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
 use mapper::compare::num;
+use mapper::matrix::{read_comm_csv, read_load_csv};
 use mapper::mram::LevelCosts;
 use mapper::plan::write_atomic;
-use mapper::profile::samples::{read_samples_csv, LoggedSample, SampleLog};
-use mapper::profile::{read_comm_csv, read_load_csv, Profile};
+use mapper::samples::{read_samples_csv, LoggedSample, SampleLog};
 use mapper::strategy::{self, MapInput};
 use mapper::topology::Topology;
 use mapper::{CommMatrix, Plan};
+use profile::Profile;
 use profiler::import::{read_trace, ImportFormat};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -146,7 +147,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(dir) if !a.no_guard && a.samples.is_none() => {
             let mut prof = Profile::read_dir(dir)?;
             prof.load = load.clone();
-            let choice = mapper::pipeline::guarded_plan(&a.strategy, &prof, dir, &topo, a.seed)?;
+            let choice = step::guarded_plan(&a.strategy, &prof, dir, &topo, a.seed)?;
             say!(
                 "cmlb: map: {}{}",
                 choice.line,
@@ -231,7 +232,7 @@ fn read_samples(a: &Args, n: usize) -> anyhow::Result<Option<Arc<SampleLog>>> {
     let path = match (&a.samples, &a.profile) {
         (Some(p), _) => p.clone(),
         // The profile's own log, read and checked as every front end reads it.
-        (None, Some(dir)) => return Ok(mapper::pipeline::read_profile_samples(dir, n)?),
+        (None, Some(dir)) => return Ok(step::read_profile_samples(dir, n)?),
         (None, None) => return Ok(None),
     };
     let log = read_samples_from(a, &path)?;

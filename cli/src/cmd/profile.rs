@@ -107,7 +107,7 @@ pub struct Args {
     /// With --accumulate: keep the weight of at most N runs (older runs fade out: once N runs
     /// are in, the accumulated counts are scaled by (N-1)/N before a run is added). 1 = keep
     /// only the newest run.
-    #[arg(long, default_value_t = mapper::profile::accumulate::DEFAULT_MAX_RUNS, value_name = "N",
+    #[arg(long, default_value_t = profile::accumulate::DEFAULT_MAX_RUNS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     max_runs: u32,
     /// Never fail the command for a profiling problem: if sampling cannot start, warn and run
@@ -233,11 +233,11 @@ fn run_unprofiled(argv: &[String], why: &anyhow::Error) -> Result<i32> {
 /// that cannot take this run (another command, unreadable) is replaced, and the line says why.
 pub(crate) fn accumulate(
     out: &Path,
-    new: &mapper::profile::Profile,
+    new: &profile::Profile,
     max_runs: u32,
-) -> (Option<mapper::profile::Profile>, Option<String>) {
-    use mapper::profile::Profile;
-    if !out.join(mapper::profile::PROFILE_FILE).exists() {
+) -> (Option<profile::Profile>, Option<String>) {
+    use profile::Profile;
+    if !out.join(profile::PROFILE_FILE).exists() {
         return (None, None);
     }
     let mut old = match Profile::read_dir(out) {
@@ -253,7 +253,7 @@ pub(crate) fn accumulate(
             )
         }
     };
-    if let Some(why) = mapper::profile::accumulate::mismatch(&old, new) {
+    if let Some(why) = profile::accumulate::mismatch(&old, new) {
         return (
             None,
             Some(format!(

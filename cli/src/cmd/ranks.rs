@@ -113,14 +113,14 @@ enum Inside {
 
 pub fn run(a: Args) -> Result<()> {
     let g = if a.dense {
-        RankGraph::from_dense(&mapper::profile::read_comm_csv(&a.comm, false)?)
+        RankGraph::from_dense(&mapper::matrix::read_comm_csv(&a.comm, false)?)
     } else {
         ranks::read_edges(&a.comm, None)?
     };
     let load = match &a.load {
         None => None,
         Some(p) => {
-            let v = mapper::profile::read_load_csv(p)?;
+            let v = mapper::matrix::read_load_csv(p)?;
             if v.len() != g.n() {
                 bail!(
                     "{}: {} load values but {} has {} ranks",

@@ -4,9 +4,9 @@
 use anyhow::Context;
 use clap::Args as ClapArgs;
 use mapper::compare::compare;
-use mapper::profile::Profile;
 use mapper::strategy::{self, MapInput};
 use mapper::Plan;
+use profile::Profile;
 use std::path::PathBuf;
 
 #[derive(ClapArgs)]
@@ -50,7 +50,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let csv = a.profile.join("bench.csv");
-    if csv.is_file() && !a.profile.join(mapper::profile::PROFILE_FILE).exists() {
+    if csv.is_file() && !a.profile.join(profile::PROFILE_FILE).exists() {
         return bench_page(&a, &csv);
     }
     if !a.profile.is_dir() {
@@ -73,7 +73,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
     };
     // dagtm (and any strategy using the raw sample log) sees the profile's samples.csv.
-    let samples = mapper::pipeline::read_profile_samples(&a.profile, profile.comm.n())?;
+    let samples = step::read_profile_samples(&a.profile, profile.comm.n())?;
     let (plan, source) = match &a.plan {
         Some(path) => {
             let plan = Plan::read_yaml(path)?;

@@ -5,7 +5,6 @@
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use contract::{BindMode, PinEnv};
-use mapper::pipeline::{self, ProfileSource, Step, TaskAction, WrapOpts};
 use mapper::strategy;
 use mapper::topology::{format_cpu_list, Topology};
 use mapper::StrategySpec;
@@ -13,6 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use step::{self, ProfileSource, Step, TaskAction, WrapOpts};
 
 #[derive(ClapArgs)]
 #[command(
@@ -492,7 +492,7 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         topology: a.topology.clone(),
         strategy: a.strategy.clone(),
     };
-    let words = pipeline::profile_argv(&opts, out);
+    let words = step::profile_argv(&opts, out);
     let mut cmd = Command::new(&words[0]);
     // The pre-run's output is not the user's result: keep it off stdout.
     cmd.args(&words[1..])
@@ -521,7 +521,7 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    if !out.join(mapper::profile::PROFILE_FILE).exists() {
+    if !out.join(profile::PROFILE_FILE).exists() {
         bail!("the profiling pre-run wrote no profile ({status})");
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! `dagtm`: Data-Affinity-Grouping-based Thread Mapping of Ju et al. (digest 003).
 //!
-//! Works from the profile's sample log ([`crate::profile::samples`], `profile/samples.csv`),
+//! Works from the profile's sample log ([`crate::samples`], `profile/samples.csv`),
 //! not from the communication matrix:
 //! 1. per thread, the sampled data addresses (cut to `line`-byte lines, 64 by default) in time
 //!    order; reuse-distance analysis ([`crate::reuse`]) gives R_j and M_j (distinct lines);
@@ -25,8 +25,8 @@
 
 use super::{MapInput, Params, Strategy};
 use crate::error::{MapError, Result};
-use crate::profile::samples::SampleLog;
 use crate::reuse::average_reuse_distance;
+use crate::samples::SampleLog;
 use crate::topology::Topology;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -58,7 +58,7 @@ pub trait Strategy {
     /// streams (`dagtm`); None (the default) when the strategy does not use one.
     fn with_samples(
         &self,
-        _log: std::sync::Arc<crate::profile::samples::SampleLog>,
+        _log: std::sync::Arc<crate::samples::SampleLog>,
     ) -> Option<Box<dyn Strategy>> {
         None
     }

@@ -155,7 +155,7 @@ pub fn nas_matrices() -> Vec<(String, CommMatrix)> {
                 .next()
                 .unwrap()
                 .to_string();
-            let m = mapper::profile::read_comm_csv(&p, true).expect("example matrix parses");
+            let m = mapper::matrix::read_comm_csv(&p, true).expect("example matrix parses");
             (name, m)
         })
         .collect()

@@ -19,8 +19,8 @@ pub mod load;
 use crate::error::{ProfileError, Result};
 use crate::sample::Sample;
 pub use comm::{CommDetector, CommStats, Expiration};
-use mapper::profile::samples::LoggedSample;
-use mapper::profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow, PROFILE_SCHEMA};
+use mapper::samples::LoggedSample;
+use profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow, PROFILE_SCHEMA};
 use std::collections::{BTreeMap, HashMap};
 
 /// Which samples feed the load vector.
@@ -331,7 +331,7 @@ impl Analyzer {
     }
 
     /// [`Analyzer::finish`], plus the raw sample log kept under `sample_log_limit`, for
-    /// `mapper::profile::samples::write_samples_csv` (write it into the profile directory).
+    /// `mapper::samples::write_samples_csv` (write it into the profile directory).
     pub fn finish_with_log(mut self) -> (Profile, Vec<LoggedSample>) {
         let log = std::mem::take(&mut self.log);
         (self.finish_profile(), log)

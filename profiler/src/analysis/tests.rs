@@ -320,7 +320,7 @@ fn profile_round_trips_through_the_profile_directory() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("profile");
     p.write_dir(&out).unwrap();
-    let back = mapper::profile::Profile::read_dir(&out).unwrap();
+    let back = profile::Profile::read_dir(&out).unwrap();
     assert_eq!(back.comm, p.comm);
     assert_eq!(back.load, p.load);
     assert_eq!(back.meta, p.meta);
@@ -347,9 +347,9 @@ fn sample_log_keeps_the_first_samples_with_thread_indices() {
     assert_eq!(p.meta.params["sample_log.dropped"], "2");
     // The log round-trips through the shared samples.csv writer/reader.
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(mapper::profile::samples::SAMPLES_FILE);
-    mapper::profile::samples::write_samples_csv(&path, &log).unwrap();
-    let back = mapper::profile::samples::read_samples_csv(&path).unwrap();
+    let path = dir.path().join(mapper::samples::SAMPLES_FILE);
+    mapper::samples::write_samples_csv(&path, &log).unwrap();
+    let back = mapper::samples::read_samples_csv(&path).unwrap();
     assert_eq!(back.threads, vec![vec![0x1000, 0x1002], vec![0x1001]]);
     // Off by default: no log, no params entry.
     let p = analyze([s(100, 0, 1)], &threads(1), &AnalysisParams::default()).unwrap();

@@ -6,8 +6,8 @@ use crate::analysis::{analyze, AnalysisParams, Expiration, ThreadSpec, UnknownTh
 use crate::error::Result;
 use crate::probe::Backend;
 use crate::sample::Sample;
-use mapper::profile::samples::LoggedSample;
-use mapper::profile::Profile;
+use mapper::samples::LoggedSample;
+use profile::Profile;
 
 pub struct Meta {
     pub command: Vec<String>,
@@ -170,10 +170,8 @@ pub fn build(
     if let Some(c) = meta.cpu.filter(|c| c.has_data()) {
         // Rows as the matrix has threads (the analysis may add threads known only from samples).
         let t = c.timeline(profile.comm.n(), |tid| table.index(tid));
-        m.params.insert(
-            mapper::profile::cpu::BIN_PARAM.into(),
-            format!("{}", t.bin_ms),
-        );
+        m.params
+            .insert(profile::cpu::BIN_PARAM.into(), format!("{}", t.bin_ms));
         m.params.insert(
             "cpu.source".into(),
             "/proc/PID/task/TID/schedstat (scheduler run time)".into(),

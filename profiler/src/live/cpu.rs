@@ -1,4 +1,4 @@
-//! When each thread ran, for `cpu.csv` ([`mapper::profile::cpu`]): the scheduler's run time of
+//! When each thread ran, for `cpu.csv` ([`profile::cpu`]): the scheduler's run time of
 //! every thread of the profiled processes, read from `/proc/PID/task/TID/schedstat` once per
 //! bin. Backend-independent and PMU-free; a thread that exits between two reads loses at most
 //! one bin of CPU time.
@@ -81,7 +81,7 @@ impl CpuPoll {
         &self,
         n: usize,
         index_of: impl Fn(i32) -> Option<usize>,
-    ) -> mapper::profile::cpu::CpuTimeline {
+    ) -> profile::cpu::CpuTimeline {
         let len = self.bins.values().map(Vec::len).max().unwrap_or(0);
         let mut ms = vec![vec![0.0; len]; n];
         for (&tid, row) in &self.bins {
@@ -91,7 +91,7 @@ impl CpuPoll {
                 }
             }
         }
-        let t = mapper::profile::cpu::CpuTimeline {
+        let t = profile::cpu::CpuTimeline {
             bin_ms: BIN.as_secs_f64() * 1e3,
             ms,
         };

@@ -29,7 +29,7 @@ use crate::error::{ProfileError, Result};
 use crate::probe::{Backend, Probe};
 use crate::sample::Sample;
 use events::{OpenOpts, Stream, StreamKind};
-use mapper::profile::Profile;
+use profile::Profile;
 use records::Rec;
 pub use stable::StopRule;
 use std::process::ExitStatus;
@@ -105,7 +105,7 @@ impl ProfileConfig {
 pub struct ProfileRun {
     pub profile: Profile,
     /// Raw samples kept for `samples.csv` (at most `ProfileConfig::sample_log_limit`).
-    pub sample_log: Vec<mapper::profile::samples::LoggedSample>,
+    pub sample_log: Vec<mapper::samples::LoggedSample>,
     /// The backend that actually ran (`auto` resolved).
     pub backend: Backend,
     /// Exit status of a launched command (None in attach mode).

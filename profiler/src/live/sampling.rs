@@ -23,7 +23,7 @@ pub(super) struct Sampled {
     pub sched: Option<watch::Scheduler>,
     pub followed: Option<threads::ThreadTable>,
     /// Sampling stopped early because the evidence was stable ([`stable`]).
-    pub stopped_early: Option<mapper::profile::evidence::SamplingStop>,
+    pub stopped_early: Option<profile::evidence::SamplingStop>,
     /// When each thread ran (`cpu.csv`).
     pub cpu: cpu::CpuPoll,
 }

@@ -21,8 +21,8 @@
 
 use crate::analysis::comm::{CommDetector, Expiration};
 use crate::sample::Sample;
-use mapper::profile::evidence::{pearson_upper, strongest_partner, SamplingStop};
 use mapper::CommMatrix;
+use profile::evidence::{pearson_upper, strongest_partner, SamplingStop};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -276,8 +276,7 @@ mod tests {
         };
         let (a, b) = (ring([10.0, 9.0, 10.0, 9.0]), ring([9.0, 10.0, 9.0, 10.0]));
         assert_eq!(consistent_partners(&a, &b), (4, 4));
-        let e =
-            mapper::profile::Evidence::compute(&a, Some(&(a.clone(), b.clone())), &[1; 4], 1.0, 1);
+        let e = profile::Evidence::compute(&a, Some(&(a.clone(), b.clone())), &[1; 4], 1.0, 1);
         assert_eq!(e.partner_agreement, Some((0, 4)), "the strict figure");
         // Another partner entirely in one half: not consistent.
         let mut c = CommMatrix::zeros(4);

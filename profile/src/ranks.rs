@@ -8,9 +8,9 @@
 //!   task0/, task1/, ...    each task's (rank's) thread profile, by global task id
 //! ```
 
-use crate::error::{MapError, Result};
-use crate::ranks::{read_edges, RankGraph};
 use contract::ranks::{COMM_EDGES, HOSTS, SUMMARY};
+use mapper::ranks::{read_edges, RankGraph};
+use mapper::{MapError, Result};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -76,7 +76,7 @@ pub fn read_ranks_dir(dir: &Path) -> Result<RankProfile> {
             format!("schema {} is not one this cmlb reads (1)", meta.schema),
         ));
     }
-    if meta.ranks == 0 || meta.ranks > crate::ranks::graph::MAX_RANKS {
+    if meta.ranks == 0 || meta.ranks > mapper::ranks::graph::MAX_RANKS {
         return Err(MapError::parse(
             &yaml,
             format!("ranks: {} is not a rank count", meta.ranks),

@@ -5,10 +5,10 @@
 //! events, overall and per thread, threads with no sharing data at all, pairs observed) and
 //! how stable it is: the profiler splits the sharing events into two disjoint halves
 //! (`comm.a.csv`, `comm.b.csv`, see `docs/evidence.md`), and the two halves of a profile that
-//! knows the program's structure agree with each other. [`crate::guard`] uses the halves to
+//! knows the program's structure agree with each other. the guard (`cmlb-step`'s `guard`) uses the halves to
 //! decide whether a plan may be applied.
 
-use crate::matrix::CommMatrix;
+use mapper::CommMatrix;
 use serde::{Deserialize, Serialize};
 
 /// Per-thread evidence, in creation order.
@@ -176,7 +176,7 @@ impl Evidence {
 }
 
 /// Counts are integers unless merged runs were scaled down (`--max-runs`).
-pub(crate) fn fmt_count(v: f64) -> String {
+pub fn fmt_count(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {

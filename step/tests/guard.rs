@@ -3,16 +3,14 @@
 //! background noise), split into halves by word, then thinned to a few percent. The chosen
 //! plan is scored on the true matrix.
 
-mod common;
-
-use mapper::guard::{self, TOLERANCE};
 use mapper::metrics::remote_comm;
-use mapper::profile::{Profile, ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
 use mapper::strategy::MapInput;
-use mapper::{CommMatrix, Plan, Topology};
+use mapper::{CommMatrix, Plan, StrategySpec, Topology};
+use profile::{Profile, ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use step::guard::{self, TOLERANCE};
 
 /// Known patterns of n threads (true matrices, weight 1 per sharing pair).
 fn truth(kind: &str, n: usize, rng: &mut ChaCha8Rng) -> CommMatrix {
@@ -139,14 +137,15 @@ fn planner<'a>(
     topology: &'a Topology,
 ) -> impl Fn(&CommMatrix) -> mapper::Result<Plan> + 'a {
     move |m| {
-        common::plan_named(
-            strategy,
+        mapper::plan(
+            &StrategySpec::parse(strategy)?,
             &MapInput {
                 comm: m,
                 load,
                 topology,
                 seed: 1,
             },
+            None,
         )
     }
 }
@@ -184,14 +183,15 @@ fn decide(p: &Profile, t: &CommMatrix, topo: &Topology, strategy: &str) -> Outco
     let load = vec![1.0; t.n()];
     let plan_with = planner(strategy, &load, topo);
     let c = guard::choose(p, topo, &plan_with).unwrap();
-    let compact = common::plan_named(
-        "compact",
+    let compact = mapper::plan(
+        &StrategySpec::compact(),
         &MapInput {
             comm: t,
             load: &load,
             topology: topo,
             seed: 0,
         },
+        None,
     )
     .unwrap();
     Outcome {
@@ -649,7 +649,7 @@ fn a_balance_does_not_keep_a_plan_that_loses_held_out() {
 /// and leaves a plan alone when the threads it puts together can share a PU.
 #[test]
 fn a_plan_that_stacks_threads_running_at_once_is_refused() {
-    use mapper::profile::cpu::CpuTimeline;
+    use profile::cpu::CpuTimeline;
     let topo = Topology::from_synthetic("core:2 pu:1").unwrap();
     // Pairs (0, 2) and (1, 3): creation order splits both, the plan keeps them together.
     let mut t = CommMatrix::zeros(4);

@@ -14,8 +14,8 @@
 //! average without storing each run).
 
 use super::Profile;
-use crate::error::{MapError, Result};
-use crate::matrix::CommMatrix;
+use mapper::CommMatrix;
+use mapper::{MapError, Result};
 
 /// Default bound on the runs a profile accumulates.
 pub const DEFAULT_MAX_RUNS: u32 = 8;
@@ -117,7 +117,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
+    use crate::{ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
 
     fn run(pairs: &[(usize, usize, f64)], load: f64) -> Profile {
         let n = 3;

@@ -45,14 +45,12 @@
 //! pass in-sample (plan and score on the whole matrix), which is weaker and said so in the
 //! line.
 
-use crate::error::{MapError, Result};
-use crate::matrix::CommMatrix;
-use crate::metrics;
-use crate::plan::Plan;
-use crate::profile::evidence::fmt_count;
-use crate::profile::Profile;
-use crate::strategy::{MapInput, StrategySpec};
-use crate::topology::Topology;
+use mapper::metrics;
+use mapper::strategy::{MapInput, StrategySpec};
+use mapper::topology::Topology;
+use mapper::{CommMatrix, MapError, Plan, Result};
+use profile::evidence::fmt_count;
+use profile::Profile;
 
 /// Smallest spread of creation order's node loads (as a fraction of the mean node load) for
 /// which a plan is kept for its memory-load balance alone.
@@ -78,7 +76,7 @@ pub const PRIOR_WEIGHT: f64 = 0.05;
 pub const TOLERANCE: f64 = 0.05;
 
 /// A plan is refused when the profile's CPU timeline says it would make the threads' work take
-/// more than this many times as long as unpinned ([`crate::profile::cpu::CpuTimeline::crowding`]):
+/// more than this many times as long as unpinned ([`profile::cpu::CpuTimeline::crowding`]):
 /// it stacks threads that run at the same time on one PU. Above 1 because a timeline measured
 /// unpinned is noisy per bin (the kernel's slices): four always-busy threads pinned two per PU
 /// score up to ~1.05 on 100 ms bins.
@@ -94,6 +92,7 @@ const MATRIX_FREE: [&str; 4] = ["compact", "scatter", "random", "identity"];
 /// The guard's decision.
 #[derive(Debug, Clone)]
 pub struct Choice {
+    /// The plan launchers apply (or, with `used_prior`, the reference they leave aside).
     pub plan: Plan,
     /// True when the evidence does not support the strategy's plan. Launchers then leave the
     /// threads as they are (no thread pinning: what the user has without cmlb); `plan` is
@@ -141,7 +140,7 @@ pub fn choose(
         seed: 0,
     };
     Ok(Choice {
-        plan: crate::plan(&StrategySpec::compact(), &input, None)?,
+        plan: mapper::plan(&StrategySpec::compact(), &input, None)?,
         used_prior: true,
         line: format!(
             "plan refused: it stacks threads that ran at the same time on the same PUs \
@@ -165,7 +164,7 @@ fn choose_on_sharing(
         topology,
         seed: 0,
     };
-    let prior = crate::plan(&StrategySpec::compact(), &input, None)?;
+    let prior = mapper::plan(&StrategySpec::compact(), &input, None)?;
     let prior_pus = pus_of(&prior, topology, n)?;
     let metric = Metric::for_topology(topology);
     let prior_choice = |why: String| Choice {

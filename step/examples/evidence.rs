@@ -11,11 +11,12 @@
 //! (random - chosen) / (random - OPTIMUM) with OPTIMUM the true optimum when given (the
 //! stencil's: 3 cuts of a path into 4 groups), else the strategy's best on the truth.
 
+use mapper::matrix::read_comm_csv;
 use mapper::metrics::remote_comm;
-use mapper::profile::{read_comm_csv, Profile};
 use mapper::strategy::MapInput;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Plan, Topology};
+use profile::Profile;
 use std::path::Path;
 
 fn pus(plan: &Plan, topo: &Topology) -> Vec<usize> {
@@ -69,7 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
     };
     let rc = |p: &Plan| remote_comm(&truth, &topo, &pus(p, &topo));
-    let choice = mapper::guard::choose(&profile, &topo, &|m| plan_on(strategy, m, 1))?;
+    let choice = step::guard::choose(&profile, &topo, &|m| plan_on(strategy, m, 1))?;
     let unguarded = plan_on(strategy, &profile.comm, 1)?;
     let compact = plan_on("compact", &profile.comm, 0)?;
     let random: f64 = (0..20)

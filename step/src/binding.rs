@@ -6,9 +6,8 @@
 //! runtimes create their team in that order, and the preload library counts `pthread_create`
 //! calls in that order, so both routes put thread k on `pus[k]`.
 
-use crate::error::{MapError, Result};
-use crate::plan::Plan;
-use crate::topology::{Level, Topology};
+use mapper::topology::{Level, Topology};
+use mapper::{MapError, Plan, Result};
 
 pub use contract::BindMode;
 
@@ -66,7 +65,7 @@ pub fn task_shares_dist(topo: &Topology, ntasks: usize, dist: SocketDist) -> Vec
         return Vec::new();
     }
     // Group PUs by core, keeping tree order; remember each core's package.
-    let package_of = |p: &crate::topology::Pu| {
+    let package_of = |p: &mapper::topology::Pu| {
         let mut n = Some(p.node);
         while let Some(i) = n {
             if topo.nodes[i].level == Level::Package {
@@ -210,12 +209,16 @@ pub fn pus_of_logical_cores(topo: &Topology, cores: &[u32]) -> Result<Vec<u32>> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Metrics;
-    use crate::plan::Assignment;
+    use mapper::metrics::Metrics;
+    use mapper::Assignment;
 
     /// One package of `numa` nodes × `cores` × `pus`, OS indexes in order.
     fn topo(numa: u32, cores: u32, pus: u32) -> Topology {
-        crate::strategy::qap::tests::topo(1, numa, cores, pus)
+        Topology::load(&format!(
+            "pack:{} numa:{} core:{} pu:{}",
+            1, numa, cores, pus
+        ))
+        .unwrap()
     }
 
     #[test]
@@ -265,7 +268,7 @@ mod tests {
     #[test]
     fn shares_follow_slurms_socket_distribution() {
         // 2 sockets x 2 cores x 1 PU: PUs 0-1 on socket 0, 2-3 on socket 1.
-        let t = crate::strategy::qap::tests::topo(2, 1, 2, 1);
+        let t = Topology::load(&format!("pack:{} numa:{} core:{} pu:{}", 2, 1, 2, 1)).unwrap();
         let c = |n| task_shares_dist(&t, n, SocketDist::Cyclic);
         // Slurm's default: rank 0 on CPU 0, 1 on 2, 2 on 1, 3 on 3.
         assert_eq!(c(4), vec![vec![0], vec![2], vec![1], vec![3]]);

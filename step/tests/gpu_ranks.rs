@@ -1,22 +1,22 @@
 //! Do no harm on GPU nodes: under apply, the rank matrix may choose which of the node's shares
 //! each rank gets, and on a node with GPUs no rank may end on a NUMA node farther from its GPU
 //! than the share Slurm gave it (where `--gpu-bind=closest` chose that GPU). Checked on every
-//! real GPU topology of `tests/data/topologies/`, for several task counts, whole and partial
+//! real GPU topology of `mapper/tests/data/topologies/`, for several task counts, whole and partial
 //! nodes, with rank matrices whose partners are not rank-order neighbours; and the same
 //! matrices on the same machines without their GPUs do move ranks across NUMA nodes, so the
 //! rule is what keeps them.
 
 use contract::ranks::{JobRanks, RankRow, Sent};
-use mapper::pipeline::{ProfileSource, Step};
 use mapper::{DeviceKind, Topology};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
+use step::{ProfileSource, Step};
 
 fn load(name: &str) -> Topology {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/topologies")
+        .join("../mapper/tests/data/topologies")
         .join(name);
     Topology::from_xml(p).unwrap()
 }
@@ -116,10 +116,10 @@ fn run(machine: &Topology, cpus: &[u32], n: usize, seed: u64, job: &Path) -> (us
     };
     let planned = step().compute().unwrap();
     // Rank order: the same step with a matrix that rank order already serves (no sharing).
-    let shares = mapper::binding::task_shares_dist(
+    let shares = step::binding::task_shares_dist(
         &machine.restrict(cpus).unwrap(),
         n,
-        mapper::binding::SocketDist::default(),
+        step::binding::SocketDist::default(),
     );
     let mut moved = 0;
     let mut worst = 0.0f64;

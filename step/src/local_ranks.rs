@@ -14,11 +14,11 @@
 //! had; so ranks then trade shares only within a NUMA node (caches and cores below it still
 //! follow the rank matrix), and every rank keeps its distance to its GPUs.
 
-use crate::error::Result;
-use crate::metrics;
-use crate::profile::ranks::RankProfile;
-use crate::strategy::{MapInput, StrategySpec};
-use crate::topology::{format_cpu_list, Topology};
+use mapper::metrics;
+use mapper::strategy::{MapInput, StrategySpec};
+use mapper::topology::{format_cpu_list, Topology};
+use mapper::Result;
+use profile::ranks::RankProfile;
 
 /// Which shares a rank may move to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,13 +171,13 @@ pub(super) fn assign(
 fn place(
     topo: &Topology,
     shares: &[Vec<u32>],
-    sub: &crate::matrix::CommMatrix,
+    sub: &mapper::CommMatrix,
     ids: &[usize],
     spec: &StrategySpec,
     seed: u64,
 ) -> Result<Option<Vec<usize>>> {
     let load = vec![1.0; sub.n()];
-    let plan = crate::plan(
+    let plan = mapper::plan(
         spec,
         &MapInput {
             comm: sub,

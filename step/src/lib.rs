@@ -8,7 +8,7 @@
 //! [`contract::wrap_env`]).
 //!
 //! ```
-//! use mapper::pipeline::{Mode, ProfileSource, Step, TaskAction};
+//! use step::{Mode, ProfileSource, Step, TaskAction};
 //! use mapper::{StrategySpec, Topology};
 //!
 //! # let dir = tempfile::tempdir().unwrap();
@@ -38,17 +38,17 @@
 
 #![warn(missing_docs)]
 
+pub mod binding;
+pub mod guard;
 mod local_ranks;
 
-use crate::binding;
-use crate::error::{MapError, Result};
-use crate::plan::Plan;
-use crate::profile::ranks::{has_ranks, read_ranks_dir};
-use crate::profile::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
-use crate::profile::{Profile, PROFILE_FILE};
-use crate::strategy::{MapInput, StrategySpec};
-use crate::topology::{format_cpu_list, Topology};
 use contract::BindMode;
+use mapper::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
+use mapper::strategy::{MapInput, StrategySpec};
+use mapper::topology::{format_cpu_list, Topology};
+use mapper::{MapError, Plan, Result};
+use profile::ranks::{has_ranks, read_ranks_dir};
+use profile::{Profile, PROFILE_FILE};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -317,7 +317,7 @@ impl Step {
     /// hwloc's logical order) on `machine`. The cores' text keys the profile and names them
     /// in the summary line.
     pub fn from_slurm_cores(machine: &Topology, cores: &str) -> Result<Step> {
-        let ids = crate::topology::parse_cpu_list(cores)
+        let ids = mapper::topology::parse_cpu_list(cores)
             .map_err(|e| MapError::input("S_STEP_ALLOC_CORES", format!("'{cores}': {e}")))?;
         let pus = binding::pus_of_logical_cores(machine, &ids).map_err(|e| {
             MapError::Topology(format!("topology mismatch: step cores {cores}: {e}"))
@@ -414,7 +414,7 @@ impl Step {
                 .node
                 .devices
                 .iter()
-                .filter(|d| d.kind == crate::topology::DeviceKind::Gpu)
+                .filter(|d| d.kind == mapper::topology::DeviceKind::Gpu)
                 .count();
             (n > 0).then(|| format!("{n} GPU{} on this node", if n == 1 { "" } else { "s" }))
         })
@@ -520,7 +520,7 @@ impl Step {
                     )
                     .find(|y| y.is_file())?;
                 let text = std::fs::read_to_string(&yaml).ok()?;
-                let meta: crate::profile::ProfileMeta = serde_norway::from_str(&text).ok()?;
+                let meta: profile::ProfileMeta = serde_norway::from_str(&text).ok()?;
                 let first = meta.command.first()?;
                 (first.rsplit('/').next() == Some(base)).then(|| {
                     let when = std::fs::metadata(&yaml)
@@ -737,7 +737,7 @@ impl Step {
             topology: topo,
             seed: self.seed,
         };
-        let compact = crate::plan(&StrategySpec::compact(), &input, None)?;
+        let compact = mapper::plan(&StrategySpec::compact(), &input, None)?;
         Ok((choice.plan, compact, n, choice.line, choice.used_prior))
     }
 
@@ -786,14 +786,14 @@ pub fn guarded_plan(
         None
     };
     // The guard reports every plan's metrics on the profile's own matrix.
-    crate::guard::choose(prof, topo, &|comm: &crate::CommMatrix| {
+    crate::guard::choose(prof, topo, &|comm: &mapper::CommMatrix| {
         let input = MapInput {
             comm,
             load: &prof.load,
             topology: topo,
             seed,
         };
-        crate::plan(spec, &input, samples.as_ref())
+        mapper::plan(spec, &input, samples.as_ref())
     })
 }
 
@@ -819,7 +819,7 @@ pub fn read_profile_samples(dir: &Path, n: usize) -> Result<Option<Arc<SampleLog
 /// The profile files a pipeline reads must be regular files: a FIFO or a device (or a symlink
 /// to one) would block or flood the launcher — slurmstepd, under Slurm — while it reads.
 pub fn check_profile_files(dir: &Path) -> Result<()> {
-    use crate::profile::{cpu::CPU_FILE, HALF_FILES, LINE_FILES, PROFILE_FILE};
+    use profile::{cpu::CPU_FILE, HALF_FILES, LINE_FILES, PROFILE_FILE};
     let names = [
         PROFILE_FILE,
         "comm.csv",

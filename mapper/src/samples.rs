@@ -128,7 +128,7 @@ pub fn write_samples_csv(path: &Path, samples: &[LoggedSample]) -> Result<()> {
     for x in samples {
         s.push_str(&format!("{},{},{:#x}\n", x.thread, x.time_ns, x.addr));
     }
-    crate::plan::write_atomic(path, s.as_bytes())
+    crate::output::write_atomic(path, s.as_bytes())
 }
 
 #[cfg(test)]

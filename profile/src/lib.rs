@@ -7,9 +7,9 @@
 //!   comm.csv       n×n communication matrix, row i = thread i, no header
 //!   load.csv       n values, one per line (memory load vector V)
 //!   timeline.csv   header `t_ms,samples,smoothed,phase`, one row per timeslice
-//!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`samples`])
+//!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`mapper::samples`])
 //!   comm.a.csv     optional: two disjoint halves of the sharing events that add up to
-//!   comm.b.csv     comm.csv (held-out evidence for [`crate::guard`], see [`evidence`])
+//!   comm.b.csv     comm.csv (held-out evidence for the guard, see [`evidence`])
 //!   lines.a.csv    optional, with the halves: per pair, the distinct cache lines its events
 //!   lines.b.csv    in that half came from (the independent observations behind the counts)
 //!   cpu.csv        optional: CPU time per thread per time bin (`cpu.bin_ms` in the params),
@@ -17,8 +17,9 @@
 //! ```
 //! Written atomically: into a temporary sibling directory, then renamed into place.
 
-use crate::error::{MapError, Result};
-use crate::matrix::CommMatrix;
+use mapper::matrix::{read_comm_csv, read_load_csv, write_comm_csv};
+use mapper::samples;
+use mapper::{CommMatrix, MapError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -26,7 +27,6 @@ pub mod accumulate;
 pub mod cpu;
 pub mod evidence;
 pub mod ranks;
-pub mod samples;
 
 pub use evidence::Evidence;
 
@@ -226,7 +226,7 @@ impl Profile {
         dir: &Path,
         samples: Option<&[samples::LoggedSample]>,
     ) -> Result<()> {
-        crate::output::check_output_dir(dir, PROFILE_FILE, &[])?;
+        mapper::output::check_output_dir(dir, PROFILE_FILE, &[])?;
         let parent = dir
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -275,7 +275,7 @@ impl Profile {
         if let Some(log) = samples {
             samples::write_samples_csv(&t.join(samples::SAMPLES_FILE), log)?;
         }
-        crate::output::replace_dir(tmp.keep(), dir)
+        mapper::output::replace_dir(tmp.keep(), dir)
     }
 }
 
@@ -406,103 +406,6 @@ fn read_lines(
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).map_err(|e| MapError::io(path, e))
-}
-
-/// Parse a comma-separated numeric table. Accepts a trailing comma (EagerMap's files),
-/// blank lines and `#` comments. Errors name the file, line and column.
-pub fn parse_numeric_csv(what: &str, text: &str) -> Result<Vec<Vec<f64>>> {
-    Ok(parse_numeric_lines(what, text)?
-        .into_iter()
-        .map(|(_, r)| r)
-        .collect())
-}
-
-/// [`parse_numeric_csv`], keeping each row's 1-based line number.
-pub fn parse_numeric_lines(what: &str, text: &str) -> Result<Vec<(usize, Vec<f64>)>> {
-    let mut rows = Vec::new();
-    // Spreadsheets save CSV with a UTF-8 byte-order mark, invisible in any error message.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    for (ln, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_suffix(',').unwrap_or(line);
-        let mut row = Vec::new();
-        for (col, cell) in line.split(',').enumerate() {
-            let cell = cell.trim();
-            let v: f64 = cell.parse().map_err(|_| {
-                MapError::input(
-                    what,
-                    format!(
-                        "line {}, column {}: '{cell}' is not a number",
-                        ln + 1,
-                        col + 1
-                    ),
-                )
-            })?;
-            if !v.is_finite() || v < 0.0 {
-                return Err(MapError::input(
-                    what,
-                    format!(
-                        "line {}, column {}: {v} is not allowed (values must be finite and >= 0)",
-                        ln + 1,
-                        col + 1
-                    ),
-                ));
-            }
-            row.push(v);
-        }
-        rows.push((ln + 1, row));
-    }
-    Ok(rows)
-}
-
-/// Read a communication matrix CSV. `eagermap_order`: rows are in reverse task order
-/// (EagerMap's format: the first task is on the last line), columns in task order.
-pub fn read_comm_csv(path: &Path, eagermap_order: bool) -> Result<CommMatrix> {
-    let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
-    let what = path.display().to_string();
-    let mut rows = parse_numeric_lines(&what, &text)?;
-    if eagermap_order {
-        rows.reverse();
-    }
-    let (lines, rows): (Vec<usize>, Vec<Vec<f64>>) = rows.into_iter().unzip();
-    CommMatrix::from_rows_at(&what, rows, Some(&lines))
-}
-
-/// Write a communication matrix CSV (plain order, or EagerMap's reversed rows).
-pub fn write_comm_csv(path: &Path, m: &CommMatrix, eagermap_order: bool) -> Result<()> {
-    let mut lines: Vec<String> = m
-        .rows()
-        .map(|r| {
-            r.iter()
-                .map(|v| v.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .collect();
-    if eagermap_order {
-        lines.reverse();
-    }
-    let mut s = lines.join("\n");
-    s.push('\n');
-    write_file(path, s.as_bytes())
-}
-
-/// Read a load vector: one value per line, or one comma-separated line.
-pub fn read_load_csv(path: &Path) -> Result<Vec<f64>> {
-    let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
-    let rows = parse_numeric_csv(&path.display().to_string(), &text)?;
-    let v: Vec<f64> = rows.into_iter().flatten().collect();
-    if v.is_empty() {
-        return Err(MapError::input(
-            path.display().to_string(),
-            "empty load vector",
-        ));
-    }
-    crate::matrix::check_sum(&format!("{}: load vector", path.display()), &v)?;
-    Ok(v)
 }
 
 fn read_timeline_csv(path: &Path) -> Result<Vec<TimelineRow>> {
