@@ -65,7 +65,7 @@ enum Command {
 
 fn main() {
     // cmlb reports topology errors itself; keep hwloc's parser chatter off stderr.
-    mapper::topology::quiet_hwloc();
+    mapper::quiet_hwloc();
     let cli = Cli::parse();
     // A reader that goes away (`cmlb map --list | head`) ends cmlb quietly by SIGPIPE, as it
     // does any Unix tool, instead of a "failed printing" panic. Not while cmlb supervises a

@@ -125,7 +125,7 @@ fn spare_cores_let_the_default_size_nodes_by_load() {
         ]);
         serde_json::from_str(&out).expect("one JSON object")
     };
-    let d = plan(mapper::strategy::DEFAULT);
+    let d = plan(mapper::DEFAULT_STRATEGY);
     let e = plan("eagermap");
     assert_eq!(
         d["metrics"]["numa_load"],
@@ -172,7 +172,7 @@ fn default_strategy_table_output() {
         "pack:2 numa:2 core:16 pu:2",
     ]);
     assert!(
-        out.contains(&format!("strategy: {}", mapper::strategy::DEFAULT)),
+        out.contains(&format!("strategy: {}", mapper::DEFAULT_STRATEGY)),
         "{out}"
     );
     assert!(out.contains("numa P#0: "), "{out}");
@@ -280,7 +280,7 @@ fn compare_and_list_cover_every_strategy() {
     jargs.extend(["--format", "json"]);
     let v: Value = serde_json::from_str(&ok(&jargs)).unwrap();
     let arr = v.as_array().unwrap();
-    let names = mapper::strategy::names();
+    let names = mapper::strategy_names();
     assert_eq!(arr.len(), names.len());
     for (e, n) in arr.iter().zip(&names) {
         assert_eq!(e["strategy"], *n);
@@ -343,7 +343,7 @@ fn cpuset_self_follows_the_affinity_mask() {
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .unwrap()
         .trim();
-    let first = mapper::topology::parse_cpu_list(allowed).unwrap()[0].to_string();
+    let first = mapper::parse_cpu_list(allowed).unwrap()[0].to_string();
     let o = Command::new("taskset")
         .args([
             "-c",
@@ -479,7 +479,7 @@ fn bad_loads_strategies_cpusets_and_topologies() {
         &["map", "--comm", c, "--load", s(&empty), "--topology", topo],
         &["empty-load.csv", "empty load vector"],
     );
-    let names = mapper::strategy::names().join(", ");
+    let names = mapper::strategy_names().join(", ");
     usage_error(
         &[
             "map",

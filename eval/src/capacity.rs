@@ -201,7 +201,7 @@ mod tests {
         );
         let before = pus.clone();
         let load: Vec<f64> = (1..=8).map(f64::from).collect();
-        let numa_before = mapper::metrics::numa_load(&load, &topo, &pus);
+        let numa_before = mapper::numa_load(&load, &topo, &pus);
         let r = repair(&c, &topo, &mut pus).unwrap();
         assert_eq!(
             r,
@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(changed.len(), 2, "{pus:?}");
         assert!(changed.iter().all(|&t| before[t] == 0), "{pus:?}");
         // Both went to NUMA 0's free PUs, so the NUMA loads (and RemoteComm) are gmap's.
-        assert_eq!(mapper::metrics::numa_load(&load, &topo, &pus), numa_before);
+        assert_eq!(mapper::numa_load(&load, &topo, &pus), numa_before);
         // Hops: same core 2, same NUMA 4. Moving thread 2 (partner 3 on PU 1) costs
         // 100·(4−2) + 1·4 = 204, less than splitting 0–1 (400 or 404): thread 2 goes first,
         // to PU 2. Then PU 3 takes thread 1 (398: it gains 2 next to thread 2) rather than

@@ -3,7 +3,7 @@
 //! machines they are mapped onto.
 
 use crate::error::{EvalError, Result};
-use mapper::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
+use mapper::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use mapper::{CommMatrix, Topology};
 use std::path::{Path, PathBuf};
 
@@ -124,7 +124,7 @@ pub fn read_eagermap_dir(dir: &Path) -> Result<Vec<EvalInput>> {
     files
         .into_iter()
         .map(|f| {
-            let comm = mapper::matrix::read_comm_csv(&f, true)?;
+            let comm = mapper::read_comm_csv(&f, true)?;
             let name = f
                 .file_stem()
                 .map(|s| s.to_string_lossy().replace(".nb_messages", ""))

@@ -9,7 +9,7 @@
 //! * [`run`](mod@run): strategies × NUMA sizes → [`EvalRow`]s;
 //! * [`tables`]: summary, Markdown text, and the numbers the plots show.
 //!
-//! Metrics of every plan — Scotch's included — come from [`mapper::metrics::compute`], so all
+//! Metrics of every plan — Scotch's included — come from [`mapper::metrics_of`], so all
 //! rows are measured the same way.
 //!
 //! **This crate computes, `report` draws.** `report` depends on `eval` (its `eval_plots`

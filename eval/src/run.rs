@@ -5,8 +5,8 @@ use crate::capacity::Repair;
 use crate::error::{EvalError, Result};
 use crate::inputs::{synthetic_topology, EvalInput};
 use crate::scotch;
-use mapper::metrics::Metrics;
-use mapper::strategy::MapInput;
+use mapper::MapInput;
+use mapper::Metrics;
 use std::path::Path;
 
 /// One cell group of the result table.
@@ -63,7 +63,7 @@ pub fn run(
                 metrics,
                 repair,
             };
-            for (name, plan) in mapper::compare::compare(&mi, input.samples.as_ref(), None) {
+            for (name, plan) in mapper::compare(&mi, input.samples.as_ref(), None) {
                 // A strategy that maps from raw samples has nothing to say about a bare matrix.
                 let needs_samples =
                     mapper::StrategySpec::parse(&name).is_ok_and(|s| s.wants_samples());

@@ -4,8 +4,8 @@
 use crate::capacity::{self, Repair};
 use crate::error::{EvalError, Result};
 use crate::inputs::EvalInput;
-use mapper::metrics::{self, Metrics};
 use mapper::ranks::{Cluster, RankGraph};
+use mapper::Metrics;
 use mapper::{CommMatrix, Topology};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -247,7 +247,7 @@ pub fn map(gmap: &Path, input: &EvalInput, topo: &Topology, work: &Path) -> Resu
     let repair = capacity::repair(&input.comm, topo, &mut pus)?;
     let repair_ms = t.elapsed().as_secs_f64() * 1e3;
     capacity::check(&pus, topo.pus.len())?;
-    let mut metrics = metrics::compute(&input.comm, &input.load, topo, &pus);
+    let mut metrics = mapper::metrics_of(&input.comm, &input.load, topo, &pus);
     metrics.mapping_ms = secs * 1e3 + repair_ms;
     Ok(ScotchPlan {
         pus,

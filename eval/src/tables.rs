@@ -3,8 +3,8 @@
 
 use crate::inputs::EvalInput;
 use crate::run::EvalRow;
-use mapper::compare::num;
-use mapper::metrics::Metrics;
+use mapper::num;
+use mapper::Metrics;
 
 /// Strategies in first-seen order, keeping only those with at least one result.
 pub fn strategies(rows: &[EvalRow]) -> Vec<String> {

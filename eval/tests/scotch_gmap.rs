@@ -34,7 +34,7 @@ fn quarter_heavy(n: usize) -> EvalInput {
 
 /// Threads per NUMA node (positions in `Topology::numa`).
 fn per_numa(topo: &mapper::Topology, pus: &[usize]) -> Vec<usize> {
-    mapper::metrics::numa_load(&vec![1.0; pus.len()], topo, pus)
+    mapper::numa_load(&vec![1.0; pus.len()], topo, pus)
         .into_iter()
         .map(|x| x as usize)
         .collect()
@@ -81,7 +81,7 @@ fn gmap_with_quarter_heavy_loads_filling_the_machine_gives_a_valid_plan() {
     }
     // The row's metrics are those of the repaired plan, gmap's time included: this plan's own
     // gmap run's (another run's, `raw`, may take longer by chance on a busy machine).
-    let m = mapper::metrics::compute(&input.comm, &input.load, &topo, &plan.pus);
+    let m = mapper::metrics_of(&input.comm, &input.load, &topo, &plan.pus);
     assert_eq!(plan.metrics.remote_comm, m.remote_comm);
     assert_eq!(plan.metrics.hop_bytes, m.hop_bytes);
     assert!(plan.metrics.mapping_ms >= plan.gmap_secs * 1e3);

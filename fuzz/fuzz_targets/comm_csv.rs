@@ -3,7 +3,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, file};
 use libfuzzer_sys::fuzz_target;
-use mapper::matrix::{read_comm_csv, write_comm_csv};
+use mapper::{read_comm_csv, write_comm_csv};
 
 fuzz_target!(|data: &[u8]| {
     let p = file("comm.csv", data);

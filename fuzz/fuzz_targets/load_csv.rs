@@ -3,7 +3,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, file};
 use libfuzzer_sys::fuzz_target;
-use mapper::matrix::{parse_numeric_csv, read_load_csv};
+use mapper::{parse_numeric_csv, read_load_csv};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {

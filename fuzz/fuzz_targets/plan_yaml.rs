@@ -3,7 +3,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, file, scratch};
 use libfuzzer_sys::fuzz_target;
-use mapper::plan::Plan;
+use mapper::Plan;
 
 fuzz_target!(|data: &[u8]| {
     let p = file("plan.yaml", data);

@@ -3,7 +3,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, file, scratch};
 use libfuzzer_sys::fuzz_target;
-use mapper::samples::{read_samples_csv, write_samples_csv, LoggedSample};
+use mapper::{read_samples_csv, write_samples_csv, LoggedSample};
 
 fuzz_target!(|data: &[u8]| {
     let p = file("samples.csv", data);

@@ -2,7 +2,7 @@
 //! inside hwloc; a topology that loads has at least one PU and NUMA node.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use mapper::topology::Topology;
+use mapper::Topology;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

@@ -5,7 +5,7 @@
 #![no_main]
 use cmlb_fuzz::{assert_names, file};
 use libfuzzer_sys::fuzz_target;
-use mapper::topology::Topology;
+use mapper::Topology;
 
 fuzz_target!(|data: &[u8]| {
     let p = file("topo.xml", data);

@@ -10,9 +10,9 @@
 mod common;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use mapper::strategy::{MapInput, DEFAULT};
 use mapper::StrategySpec;
 use mapper::Topology;
+use mapper::{MapInput, DEFAULT_STRATEGY as DEFAULT};
 use std::time::Duration;
 
 fn bench(c: &mut Criterion) {

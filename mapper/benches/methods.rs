@@ -5,8 +5,8 @@
 //! `cargo bench -p cmlb-mapper --bench methods`
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use mapper::samples::SampleLog;
-use mapper::strategy::MapInput;
+use mapper::MapInput;
+use mapper::SampleLog;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Topology};
 use rand::{Rng, SeedableRng};

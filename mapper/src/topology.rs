@@ -12,7 +12,7 @@ mod hwloc;
 mod trial;
 
 pub use cpulist::{format_cpu_list, parse_cpu_list};
-pub use hwloc::{hwloc_xml, quiet_hwloc, MAX_XML_BYTES};
+pub use hwloc::{hwloc_xml, quiet_hwloc};
 
 /// Tree levels, outermost first. Their order is the nesting order, with one exception: a NUMA
 /// node may sit at any depth above the cores. Most machines have NUMA nodes inside packages

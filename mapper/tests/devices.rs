@@ -208,7 +208,7 @@ fn knl_flat_modes_show_their_mcdram() {
 /// reserved PUs and all), one thread per PU, never on a node without PUs.
 #[test]
 fn every_strategy_maps_on_every_real_topology() {
-    use mapper::strategy::{names, MapInput};
+    use mapper::{strategy_names as names, MapInput};
     for f in xml_files() {
         let t = load(&f);
         // Half the PUs, at most 48 threads: what the slower strategies map in a debug build

@@ -7,7 +7,7 @@
 
 mod common;
 
-use mapper::strategy::MapInput;
+use mapper::MapInput;
 use mapper::Topology;
 use std::fmt::Write;
 use std::path::PathBuf;

@@ -9,8 +9,8 @@
 
 mod common;
 
-use mapper::strategy::{MapInput, DEFAULT};
 use mapper::Topology;
+use mapper::{MapInput, DEFAULT_STRATEGY as DEFAULT};
 
 struct Row {
     matrix: String,

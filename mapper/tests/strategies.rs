@@ -3,9 +3,9 @@
 
 mod common;
 
-use mapper::strategy::{MapInput, DEFAULT};
-use mapper::topology::{Level, NodeSpec};
 use mapper::{CommMatrix, Topology};
+use mapper::{Level, NodeSpec};
+use mapper::{MapInput, DEFAULT_STRATEGY as DEFAULT};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -325,7 +325,7 @@ proptest! {
         let (b, r) = (imbalance(&base), imbalance(&refined));
         let total: f64 = load.iter().sum();
         let live = base.metrics.numa_load.iter().filter(|&&l| l > 0.0).count().max(1);
-        let tol = mapper::strategy::LOAD_TOLERANCE * total / live as f64;
+        let tol = mapper::LOAD_TOLERANCE * total / live as f64;
         let bound = (b.powi(2) + tol.powi(2)).sqrt();
         prop_assert!(r <= bound * (1.0 + 1e-9) + 1e-12, "imbalance {} -> {} (bound {})", b, r, bound);
     }

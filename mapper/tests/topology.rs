@@ -2,8 +2,8 @@
 //! --of xml` (from synthetic descriptions, and from this VM) and `hwloc-annotate` (distances).
 //! See `tests/data/README.md` for how each file was made.
 
-use mapper::topology::{parse_cpu_list, Level, Topology};
 use mapper::MapError;
+use mapper::{parse_cpu_list, Level, Topology};
 use std::path::PathBuf;
 
 fn data(name: &str) -> PathBuf {
@@ -175,14 +175,14 @@ fn exported_xml_reads_back_identically() {
         "pack:2 numa:2 l3:1 core:3 pu:2".to_string(),
         data("amd-2s-8numa-dist.xml").display().to_string(),
     ] {
-        let xml = mapper::topology::hwloc_xml(&spec).unwrap();
+        let xml = mapper::hwloc_xml(&spec).unwrap();
         let f = dir.path().join("t.xml");
         std::fs::write(&f, xml).unwrap();
         let mut back = Topology::from_xml(&f).unwrap();
         back.source = spec.clone();
         assert_eq!(back, Topology::load(&spec).unwrap(), "{spec}");
     }
-    assert!(mapper::topology::hwloc_xml("nonsense:1").is_err());
+    assert!(mapper::hwloc_xml("nonsense:1").is_err());
 }
 
 #[test]

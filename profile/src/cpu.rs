@@ -109,7 +109,7 @@ impl CpuTimeline {
     pub fn read(path: &Path, n: usize, bin_ms: f64) -> Result<CpuTimeline> {
         let text = std::fs::read_to_string(path).map_err(|e| MapError::io(path, e))?;
         let what = path.display().to_string();
-        let rows = mapper::matrix::parse_numeric_csv(&what, &text)?;
+        let rows = mapper::parse_numeric_csv(&what, &text)?;
         if rows.len() != n {
             return Err(MapError::input(
                 &what,

@@ -17,8 +17,8 @@
 //! ```
 //! Written atomically: into a temporary sibling directory, then renamed into place.
 
-use mapper::matrix::{read_comm_csv, read_load_csv, write_comm_csv};
-use mapper::samples;
+use mapper::{read_comm_csv, read_load_csv, write_comm_csv};
+
 use mapper::{CommMatrix, MapError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -224,9 +224,9 @@ impl Profile {
     pub fn write_dir_with_samples(
         &self,
         dir: &Path,
-        samples: Option<&[samples::LoggedSample]>,
+        samples: Option<&[mapper::LoggedSample]>,
     ) -> Result<()> {
-        mapper::output::check_output_dir(dir, PROFILE_FILE, &[])?;
+        mapper::check_output_dir(dir, PROFILE_FILE, &[])?;
         let parent = dir
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -273,9 +273,9 @@ impl Profile {
             write_file(&t.join(cpu::CPU_FILE), c.to_csv().as_bytes())?;
         }
         if let Some(log) = samples {
-            samples::write_samples_csv(&t.join(samples::SAMPLES_FILE), log)?;
+            mapper::write_samples_csv(&t.join(mapper::SAMPLES_FILE), log)?;
         }
-        mapper::output::replace_dir(tmp.keep(), dir)
+        mapper::replace_dir(tmp.keep(), dir)
     }
 }
 

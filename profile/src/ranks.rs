@@ -76,7 +76,7 @@ pub fn read_ranks_dir(dir: &Path) -> Result<RankProfile> {
             format!("schema {} is not one this cmlb reads (1)", meta.schema),
         ));
     }
-    if meta.ranks == 0 || meta.ranks > mapper::ranks::graph::MAX_RANKS {
+    if meta.ranks == 0 || meta.ranks > mapper::ranks::MAX_RANKS {
         return Err(MapError::parse(
             &yaml,
             format!("ranks: {} is not a rank count", meta.ranks),

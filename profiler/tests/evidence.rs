@@ -5,9 +5,9 @@
 
 mod common;
 
-use mapper::matrix::read_comm_csv;
-use mapper::metrics::remote_comm;
-use mapper::strategy::MapInput;
+use mapper::read_comm_csv;
+use mapper::remote_comm;
+use mapper::MapInput;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Plan, Topology};
 use profile::Profile;

@@ -135,7 +135,7 @@ pub fn write_bench_report(
     inputs: &[&Path],
     out: &Path,
 ) -> Result<Vec<PathBuf>> {
-    mapper::output::check_output_dir(out, "index.html", inputs)?;
+    mapper::check_output_dir(out, "index.html", inputs)?;
     let tmp = crate::staging_dir(out)?;
     bench_plot(runs, placements, title, tmp.path())?;
     let esc = crate::html::escape;
@@ -152,7 +152,7 @@ pub fn write_bench_report(
     );
     let index = tmp.path().join("index.html");
     std::fs::write(&index, page).map_err(|e| ReportError::io(&index, e))?;
-    mapper::output::replace_dir(tmp.keep(), out)?;
+    mapper::replace_dir(tmp.keep(), out)?;
     Ok(vec![
         out.join("index.html"),
         out.join("bench.png"),

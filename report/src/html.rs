@@ -3,7 +3,7 @@
 use crate::figures::{phase_spans, short_num};
 use crate::layout::PlanView;
 use crate::ReportInput;
-use mapper::compare::num;
+use mapper::num;
 use mapper::Plan;
 use std::fmt::Write;
 

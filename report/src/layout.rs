@@ -96,7 +96,7 @@ impl PlanView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mapper::topology::NodeSpec;
+    use mapper::NodeSpec;
     use mapper::{Assignment, Level};
 
     fn topo() -> Topology {

@@ -1,7 +1,7 @@
 //! `cmlb report`: pictures of a profile and a plan.
 //!
 //! [`write_report`] turns a [`Profile`], the [`Topology`] it is mapped onto, a [`Plan`] and the
-//! metrics of every strategy ([`mapper::compare::compare`]) into a directory holding a self-contained
+//! metrics of every strategy ([`mapper::compare`]) into a directory holding a self-contained
 //! `index.html` (no network access needed, images referenced relatively) plus every figure as
 //! PNG and SVG, drawn with `plotters`:
 //!
@@ -46,12 +46,12 @@ pub struct ReportInput<'a> {
     pub plan: &'a Plan,
     /// Where the plan came from ("plan.yaml path" or "computed with strategy X").
     pub plan_source: &'a str,
-    /// Every strategy's plan on the same input ([`mapper::compare::compare`]).
+    /// Every strategy's plan on the same input ([`mapper::compare`]).
     pub compare: &'a [(String, std::result::Result<Plan, String>)],
 }
 
 /// A temporary sibling of `out` to fill before it replaces `out` atomically
-/// ([`mapper::output::replace_dir`]).
+/// ([`mapper::replace_dir`]).
 fn staging_dir(out: &Path) -> Result<tempfile::TempDir> {
     let parent = out
         .parent()
@@ -71,7 +71,7 @@ pub const FIGURES: [&str; 5] = ["heatmap", "heatmap-plan", "timeline", "load", "
 
 /// Render the report into `out` (replaced atomically if it exists). Returns the paths written.
 pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
-    mapper::output::check_output_dir(out, "index.html", &[input.profile_dir])?;
+    mapper::check_output_dir(out, "index.html", &[input.profile_dir])?;
     let view = PlanView::new(input.plan, input.topology, input.profile.comm.n())?;
     fonts::ensure()?;
     let tmp = staging_dir(out)?;
@@ -133,7 +133,7 @@ pub fn write_report(input: &ReportInput, out: &Path) -> Result<Vec<PathBuf>> {
     let page = html::page(input, &view, &names);
     let index = dir.join("index.html");
     std::fs::write(&index, page).map_err(|e| ReportError::io(&index, e))?;
-    mapper::output::replace_dir(tmp.keep(), out)?;
+    mapper::replace_dir(tmp.keep(), out)?;
     let mut written = vec![out.join("index.html")];
     for name in names {
         written.push(out.join(format!("{name}.png")));

@@ -1,8 +1,8 @@
 //! Renders a report for a profile with a known pattern and checks what lands on disk.
 
-use mapper::compare::compare;
-use mapper::strategy::MapInput;
-use mapper::topology::NodeSpec;
+use mapper::compare;
+use mapper::MapInput;
+use mapper::NodeSpec;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Level, Topology};
 use profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow};

@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn no_strategy_parameter_is_named_like_an_option_key() {
-        for s in mapper::strategy::all() {
+        for s in mapper::strategies() {
             for k in s.param_keys() {
                 assert!(!OPTION_KEYS.contains(k), "{}: parameter {k}", s.name());
             }

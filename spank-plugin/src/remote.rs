@@ -11,7 +11,7 @@ use crate::{effective, with_state};
 use cmlb_slurm::companions;
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
-use mapper::topology::{format_cpu_list, Topology};
+use mapper::{format_cpu_list, Topology};
 use std::path::PathBuf;
 use step::binding::SocketDist;
 use step::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};

@@ -11,9 +11,9 @@
 //! (random - chosen) / (random - OPTIMUM) with OPTIMUM the true optimum when given (the
 //! stencil's: 3 cuts of a path into 4 groups), else the strategy's best on the truth.
 
-use mapper::matrix::read_comm_csv;
-use mapper::metrics::remote_comm;
-use mapper::strategy::MapInput;
+use mapper::read_comm_csv;
+use mapper::remote_comm;
+use mapper::MapInput;
 use mapper::StrategySpec;
 use mapper::{CommMatrix, Plan, Topology};
 use profile::Profile;

@@ -6,7 +6,7 @@
 //! runtimes create their team in that order, and the preload library counts `pthread_create`
 //! calls in that order, so both routes put thread k on `pus[k]`.
 
-use mapper::topology::{Level, Topology};
+use mapper::{Level, Topology};
 use mapper::{MapError, Plan, Result};
 
 pub use contract::BindMode;
@@ -65,7 +65,7 @@ pub fn task_shares_dist(topo: &Topology, ntasks: usize, dist: SocketDist) -> Vec
         return Vec::new();
     }
     // Group PUs by core, keeping tree order; remember each core's package.
-    let package_of = |p: &mapper::topology::Pu| {
+    let package_of = |p: &mapper::Pu| {
         let mut n = Some(p.node);
         while let Some(i) = n {
             if topo.nodes[i].level == Level::Package {
@@ -209,8 +209,8 @@ pub fn pus_of_logical_cores(topo: &Topology, cores: &[u32]) -> Result<Vec<u32>> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mapper::metrics::Metrics;
     use mapper::Assignment;
+    use mapper::Metrics;
 
     /// One package of `numa` nodes × `cores` × `pus`, OS indexes in order.
     fn topo(numa: u32, cores: u32, pus: u32) -> Topology {

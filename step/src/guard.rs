@@ -45,10 +45,9 @@
 //! pass in-sample (plan and score on the whole matrix), which is weaker and said so in the
 //! line.
 
-use mapper::metrics;
-use mapper::strategy::{MapInput, StrategySpec};
-use mapper::topology::Topology;
+use mapper::Topology;
 use mapper::{CommMatrix, MapError, Plan, Result};
+use mapper::{MapInput, StrategySpec};
 use profile::evidence::fmt_count;
 use profile::Profile;
 
@@ -215,7 +214,7 @@ fn choose_on_sharing(
             full
         } else {
             let pus = pus_of(&full, topology, n)?;
-            let m = metrics::compute(&profile.comm, &profile.load, topology, &pus);
+            let m = mapper::metrics_of(&profile.comm, &profile.load, topology, &pus);
             with_metrics(full, m)
         };
         return Ok(Choice {
@@ -231,7 +230,7 @@ fn choose_on_sharing(
     // spreads the load clearly better than creation order (Load_std below compact's by more
     // than the tolerance) and costs no more communication on the whole profile (within the
     // tolerance) is still kept, for its balance.
-    let full_metrics = metrics::compute(&profile.comm, &profile.load, topology, &full_pus);
+    let full_metrics = mapper::metrics_of(&profile.comm, &profile.load, topology, &full_pus);
     // The communication it may not cost is counted on the pairs seen in both halves: a pair in
     // one half only is what the held-out check cannot confirm, and two stray events between
     // the heavy threads creation order keeps together (a program that shares nothing) once
@@ -241,7 +240,7 @@ fn choose_on_sharing(
         && match &profile.halves {
             Some((a, b)) => {
                 let confirmed = seen_in_both(&profile.comm, a, b);
-                let rc = |pus: &[usize]| metrics::remote_comm(&confirmed, topology, pus);
+                let rc = |pus: &[usize]| mapper::remote_comm(&confirmed, topology, pus);
                 rc(&full_pus) <= rc(&prior_pus) * (1.0 + TOLERANCE)
             }
             None => full_metrics.remote_comm <= prior.metrics.remote_comm * (1.0 + TOLERANCE),
@@ -614,8 +613,8 @@ pub fn blend(m: &CommMatrix, total_pairs: Option<f64>) -> CommMatrix {
 /// at most `BALANCE_GAIN` of theirs. A modest difference in a noisy load vector does not
 /// count: it once let a plan that cut more true sharing than compact through (the stencil test).
 fn balances_clearly(
-    plan: &metrics::Metrics,
-    prior: &metrics::Metrics,
+    plan: &mapper::Metrics,
+    prior: &mapper::Metrics,
     profile: &Profile,
     topology: &Topology,
 ) -> bool {
@@ -638,8 +637,8 @@ fn seen_in_both(m: &CommMatrix, a: &CommMatrix, b: &CommMatrix) -> CommMatrix {
 }
 
 /// `plan` with `m` (metrics on the profile's own matrix), keeping its mapping time.
-fn with_metrics(mut plan: Plan, m: metrics::Metrics) -> Plan {
-    plan.metrics = metrics::Metrics {
+fn with_metrics(mut plan: Plan, m: mapper::Metrics) -> Plan {
+    plan.metrics = mapper::Metrics {
         mapping_ms: plan.metrics.mapping_ms,
         ..m
     };

@@ -43,10 +43,10 @@ pub mod guard;
 mod local_ranks;
 
 use contract::BindMode;
-use mapper::samples::{read_samples_csv, SampleLog, SAMPLES_FILE};
-use mapper::strategy::{MapInput, StrategySpec};
-use mapper::topology::{format_cpu_list, Topology};
+use mapper::{format_cpu_list, Topology};
+use mapper::{read_samples_csv, SampleLog, SAMPLES_FILE};
 use mapper::{MapError, Plan, Result};
+use mapper::{MapInput, StrategySpec};
 use profile::ranks::{has_ranks, read_ranks_dir};
 use profile::{Profile, PROFILE_FILE};
 use std::path::{Path, PathBuf};
@@ -317,7 +317,7 @@ impl Step {
     /// hwloc's logical order) on `machine`. The cores' text keys the profile and names them
     /// in the summary line.
     pub fn from_slurm_cores(machine: &Topology, cores: &str) -> Result<Step> {
-        let ids = mapper::topology::parse_cpu_list(cores)
+        let ids = mapper::parse_cpu_list(cores)
             .map_err(|e| MapError::input("S_STEP_ALLOC_CORES", format!("'{cores}': {e}")))?;
         let pus = binding::pus_of_logical_cores(machine, &ids).map_err(|e| {
             MapError::Topology(format!("topology mismatch: step cores {cores}: {e}"))
@@ -414,7 +414,7 @@ impl Step {
                 .node
                 .devices
                 .iter()
-                .filter(|d| d.kind == mapper::topology::DeviceKind::Gpu)
+                .filter(|d| d.kind == mapper::DeviceKind::Gpu)
                 .count();
             (n > 0).then(|| format!("{n} GPU{} on this node", if n == 1 { "" } else { "s" }))
         })

@@ -14,10 +14,9 @@
 //! had; so ranks then trade shares only within a NUMA node (caches and cores below it still
 //! follow the rank matrix), and every rank keeps its distance to its GPUs.
 
-use mapper::metrics;
-use mapper::strategy::{MapInput, StrategySpec};
-use mapper::topology::{format_cpu_list, Topology};
 use mapper::Result;
+use mapper::{format_cpu_list, Topology};
+use mapper::{MapInput, StrategySpec};
 use profile::ranks::RankProfile;
 
 /// Which shares a rank may move to.
@@ -131,8 +130,8 @@ pub(super) fn assign(
     };
     let score = |pus: &[usize]| {
         (
-            metrics::remote_comm(&sub, &topo, pus),
-            metrics::hop_bytes(&sub, &topo, pus),
+            mapper::remote_comm(&sub, &topo, pus),
+            mapper::hop_bytes(&sub, &topo, pus),
         )
     };
     let base: Vec<usize> = shares.iter().map(|s| pos(s[0])).collect();

@@ -3,8 +3,8 @@
 //! background noise), split into halves by word, then thinned to a few percent. The chosen
 //! plan is scored on the true matrix.
 
-use mapper::metrics::remote_comm;
-use mapper::strategy::MapInput;
+use mapper::remote_comm;
+use mapper::MapInput;
 use mapper::{CommMatrix, Plan, StrategySpec, Topology};
 use profile::{Profile, ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
 use rand::seq::SliceRandom;

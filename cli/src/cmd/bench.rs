@@ -4,8 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
-use mapper::strategy;
-use mapper::topology::format_cpu_list;
+use mapper::format_cpu_list;
 use mapper::StrategySpec;
 use std::ffi::CString;
 use std::fmt::Write as _;
@@ -104,7 +103,7 @@ pub struct Args {
     #[arg(long)]
     pub show_output: bool,
     /// Strategy of the `cmlb` placement (as `cmlb run --strategy`).
-    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
           value_name = "NAME[:key=value,...]")]
     pub strategy: StrategySpec,
     /// Use this profile directory (no pre-run).
@@ -136,14 +135,14 @@ fn parse_placement(s: &str) -> Result<String, String> {
         || s == PLAN
         || s == SLURM
         || DISTRIBUTIONS.contains(&s)
-        || strategy::names().contains(&s)
+        || mapper::strategy_names().contains(&s)
     {
         return Ok(s.to_string());
     }
     Err(format!(
         "unknown placement '{s}' (expected {UNPINNED}, {PLAN}, a strategy: {}; with --slurm \
          also {SLURM}, {})",
-        strategy::names().join(", "),
+        mapper::strategy_names().join(", "),
         DISTRIBUTIONS.join(", ")
     ))
 }
@@ -482,7 +481,7 @@ pub fn read_csv(path: &Path) -> Result<Vec<Sample>> {
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    Ok(mapper::output::write_atomic(path, text.as_bytes())?)
+    Ok(mapper::write_atomic(path, text.as_bytes())?)
 }
 
 /// How to make a placement: through `cmlb run`'s own planning, so that the bench times
@@ -598,7 +597,7 @@ fn cmlb_hostfile(
 /// job's rank hostfile from `sbatch --cmlb-map=apply` ([`cmlb_hostfile`]), which the cmlb and
 /// strategy placements keep and Slurm's own (slurm, unpinned, block, cyclic) leave out.
 fn srun_placement(a: &Args, name: &str, hostfile: Option<&str>) -> Placement {
-    let default = a.strategy.to_string() == strategy::DEFAULT;
+    let default = a.strategy.to_string() == mapper::DEFAULT_STRATEGY;
     let slurms_own = name == SLURM || name == UNPINNED || DISTRIBUTIONS.contains(&name);
     let argv = match name {
         SLURM => srun_argv(a, "off".into(), &[]),

@@ -23,7 +23,7 @@ pub fn run(a: Args, cli: clap::Command) -> Result<()> {
     let mut written = Vec::new();
     write_tree(&cli, &a.out, &mut written)?;
     let spank = a.out.join("cmlb_spank.8");
-    mapper::output::write_atomic(&spank, spank_page().as_bytes())?;
+    mapper::write_atomic(&spank, spank_page().as_bytes())?;
     written.push(spank);
     for p in &written {
         println!("{}", p.display());
@@ -39,7 +39,7 @@ fn write_tree(cmd: &clap::Command, dir: &Path, out: &mut Vec<PathBuf>) -> Result
     let mut buf = Vec::new();
     man.render(&mut buf)?;
     let path = dir.join(man.get_filename());
-    mapper::output::write_atomic(&path, &buf)?;
+    mapper::write_atomic(&path, &buf)?;
     out.push(path);
     Ok(())
 }

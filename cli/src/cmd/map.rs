@@ -3,13 +3,13 @@
 
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
-use mapper::compare::num;
-use mapper::matrix::{read_comm_csv, read_load_csv};
-use mapper::mram::LevelCosts;
-use mapper::plan::write_atomic;
-use mapper::samples::{read_samples_csv, LoggedSample, SampleLog};
-use mapper::strategy::{self, MapInput};
-use mapper::topology::Topology;
+use mapper::num;
+use mapper::write_atomic;
+use mapper::LevelCosts;
+use mapper::MapInput;
+use mapper::Topology;
+use mapper::{read_comm_csv, read_load_csv};
+use mapper::{read_samples_csv, LoggedSample, SampleLog};
 use mapper::{CommMatrix, Plan};
 use profile::Profile;
 use profiler::import::{read_trace, ImportFormat};
@@ -66,7 +66,7 @@ pub struct Args {
     pub cpuset: Option<String>,
     /// Mapping strategy (see --list), optionally with parameters after a colon:
     /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit", "pair-exchange:iters=100000").
-    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
           value_name = "NAME[:key=value,...]")]
     pub strategy: mapper::StrategySpec,
     /// Seed for the random steps (`random`, `pair-exchange`, the default's annealing); same
@@ -163,7 +163,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         _ => mapper::plan(&a.strategy, &input, samples.as_ref())?,
     };
     if let Some(c) = &costs {
-        mapper::compare::add_mram_cost(&mut plan, &input, c);
+        mapper::add_mram_cost(&mut plan, &input, c);
     }
     // Write the file first: if that fails the user sees only the error, not a plan that
     // looks saved.
@@ -179,11 +179,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 fn list_text() -> String {
-    let all = strategy::all();
+    let all = mapper::strategies();
     let w = all.iter().map(|s| s.name().len()).max().unwrap_or(0);
     let mut s = String::new();
     for st in &all {
-        let mark = if st.name() == strategy::DEFAULT {
+        let mark = if st.name() == mapper::DEFAULT_STRATEGY {
             " (default)"
         } else {
             ""
@@ -293,7 +293,7 @@ fn write_plan(plan: &Plan, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn metrics_rows(m: &mapper::metrics::Metrics) -> Vec<(&'static str, String)> {
+fn metrics_rows(m: &mapper::Metrics) -> Vec<(&'static str, String)> {
     let loads: Vec<String> = m.numa_load.iter().map(|&v| num(v)).collect();
     vec![
         ("remote_comm", num(m.remote_comm)),
@@ -394,7 +394,7 @@ fn compare(
     costs: Option<&LevelCosts>,
     format: Format,
 ) -> anyhow::Result<()> {
-    let results = mapper::compare::compare(input, samples, costs);
+    let results = mapper::compare(input, samples, costs);
     match format {
         Format::Json | Format::Yaml => {
             let v: Vec<serde_json::Value> = results

@@ -48,7 +48,7 @@ pub fn run(format: &str, file: &Path, out: &Path) -> Result<i32> {
 /// created here: the nearest existing ancestor must be a writable directory.
 pub(crate) fn check_output_dir(out: &Path) -> Result<()> {
     // Only a new, empty or earlier profile directory may be replaced.
-    mapper::output::check_output_dir(out, profile::PROFILE_FILE, &[])?;
+    mapper::check_output_dir(out, profile::PROFILE_FILE, &[])?;
     let mut anc = out.parent().map(Path::to_path_buf);
     while let Some(a) = anc.clone() {
         if a.as_os_str().is_empty() {

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
 use mapper::ranks::{self, Cluster, MapOptions, RankGraph};
-use mapper::strategy::{self, MapInput};
+use mapper::MapInput;
 use mapper::{StrategySpec, Topology};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(long, value_name = "TOPO")]
     pub node_topology: Option<String>,
     /// Strategy inside each machine.
-    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
           value_name = "NAME[:key=value,...]")]
     pub strategy: StrategySpec,
     /// Write the SLURM_HOSTFILE (one machine name per rank, in rank order) atomically.
@@ -113,14 +113,14 @@ enum Inside {
 
 pub fn run(a: Args) -> Result<()> {
     let g = if a.dense {
-        RankGraph::from_dense(&mapper::matrix::read_comm_csv(&a.comm, false)?)
+        RankGraph::from_dense(&mapper::read_comm_csv(&a.comm, false)?)
     } else {
         ranks::read_edges(&a.comm, None)?
     };
     let load = match &a.load {
         None => None,
         Some(p) => {
-            let v = mapper::matrix::read_load_csv(p)?;
+            let v = mapper::read_load_csv(p)?;
             if v.len() != g.n() {
                 bail!(
                     "{}: {} load values but {} has {} ranks",
@@ -221,7 +221,7 @@ pub fn run(a: Args) -> Result<()> {
                              machines with room, least added bytes first: the row is that \
                              repaired plan",
                             r.overfull_machines,
-                            mapper::compare::num(r.raw_inter_node),
+                            mapper::num(r.raw_inter_node),
                             r.moved
                         ));
                     }
@@ -299,10 +299,10 @@ pub fn run(a: Args) -> Result<()> {
         text
     };
     if let Some(h) = &a.hostfile {
-        mapper::output::write_atomic(h, hostfile(&planned).as_bytes())?;
+        mapper::write_atomic(h, hostfile(&planned).as_bytes())?;
     }
     if let (Some(h), Some(place)) = (&a.scotch_hostfile, &scotch_place) {
-        mapper::output::write_atomic(h, hostfile(place).as_bytes())?;
+        mapper::write_atomic(h, hostfile(place).as_bytes())?;
     }
     match a.format {
         Format::Json => {
@@ -329,7 +329,7 @@ pub fn run(a: Args) -> Result<()> {
                 "ranks: {}, edges: {}, bytes: {}, machines: {}{}",
                 g.n(),
                 g.edges(),
-                mapper::compare::num(g.total()),
+                mapper::num(g.total()),
                 cluster.machines.len(),
                 if cluster.switches.is_empty() {
                     String::new()
@@ -347,12 +347,12 @@ pub fn run(a: Args) -> Result<()> {
                 "min node load",
                 "ms"
             );
-            let opt = |v: Option<f64>| v.map_or("-".to_string(), mapper::compare::num);
+            let opt = |v: Option<f64>| v.map_or("-".to_string(), mapper::num);
             for c in &costs {
                 println!(
                     "{:<8} {:>16} {:>16} {:>16} {:>14} {:>14} {:>10.1}",
                     c.placement,
-                    mapper::compare::num(c.inter_node_bytes),
+                    mapper::num(c.inter_node_bytes),
                     opt(c.inter_switch_bytes),
                     opt(c.inter_numa_bytes),
                     opt(c.max_node_load),

@@ -3,8 +3,8 @@
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use mapper::compare::compare;
-use mapper::strategy::{self, MapInput};
+use mapper::compare;
+use mapper::MapInput;
 use mapper::Plan;
 use profile::Profile;
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
     /// Strategy for the plan when no --plan is given.
-    #[arg(long, default_value = strategy::DEFAULT, conflicts_with = "plan",
+    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, conflicts_with = "plan",
           value_parser = super::parse_strategy, value_name = "NAME[:key=value,...]")]
     pub strategy: mapper::StrategySpec,
     /// `live`, a path to an hwloc XML file, or an hwloc synthetic description
@@ -63,7 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Before any work: the output must not replace the inputs or unrelated files.
     let mut inputs = vec![a.profile.as_path()];
     inputs.extend(a.plan.as_deref());
-    mapper::output::check_output_dir(&out, "index.html", &inputs)?;
+    mapper::check_output_dir(&out, "index.html", &inputs)?;
     let profile = Profile::read_dir(&a.profile)?;
     let topo = super::topology::load(&a.topology, a.cpuset.as_deref())?;
     let input = MapInput {

@@ -5,9 +5,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use contract::{BindMode, PinEnv};
-use mapper::strategy;
-use mapper::topology::{format_cpu_list, Topology};
 use mapper::StrategySpec;
+use mapper::{format_cpu_list, Topology};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,7 +35,7 @@ cmlb run --time 2 --bind omp -- ./omp_app"
 pub struct Args {
     /// Mapping strategy (see `cmlb map --list`), optionally with parameters after a colon:
     /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit").
-    #[arg(long, default_value = strategy::DEFAULT, value_parser = super::parse_strategy,
+    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
           value_name = "NAME[:key=value,...]")]
     pub strategy: StrategySpec,
     /// Use this profile directory (no pre-run).

@@ -1,7 +1,7 @@
 //! `cmlb topology`: print the topology cmlb would map onto.
 
 use clap::Args as ClapArgs;
-use mapper::topology::{parse_cpu_list, Topology};
+use mapper::{parse_cpu_list, Topology};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -45,8 +45,8 @@ fn own_affinity() -> anyhow::Result<Vec<u32>> {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let topo = load(&a.topology, a.cpuset.as_deref())?;
     if let Some(path) = &a.export {
-        let xml = mapper::topology::hwloc_xml(&a.topology)?;
-        mapper::plan::write_atomic(path, xml.as_bytes())?;
+        let xml = mapper::hwloc_xml(&a.topology)?;
+        mapper::write_atomic(path, xml.as_bytes())?;
     }
     print!("{}", topo.summary());
     Ok(())

@@ -16,10 +16,10 @@
 //! memory and time in proportion to their edges.
 
 mod balance;
-pub mod graph;
+mod graph;
 mod multilevel;
 
-pub use graph::{parse_edges, read_edges, write_edges, RankGraph};
+pub use graph::{parse_edges, read_edges, write_edges, RankGraph, MAX_RANKS};
 
 use crate::error::{MapError, Result};
 

@@ -50,10 +50,6 @@ impl Slots {
     pub fn len(&self) -> usize {
         self.pu.len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.pu.is_empty()
-    }
 }
 
 /// Hop counts between every pair of PUs of a topology (P×P, row-major).

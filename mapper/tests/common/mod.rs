@@ -3,9 +3,9 @@
 //! bundled EagerMap example matrices.
 #![allow(dead_code)]
 
-use mapper::strategy::MapInput;
-use mapper::topology::{Level, NodeSpec, Topology};
+use mapper::MapInput;
 use mapper::{CommMatrix, Plan, StrategySpec};
+use mapper::{Level, NodeSpec, Topology};
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 
@@ -155,7 +155,7 @@ pub fn nas_matrices() -> Vec<(String, CommMatrix)> {
                 .next()
                 .unwrap()
                 .to_string();
-            let m = mapper::matrix::read_comm_csv(&p, true).expect("example matrix parses");
+            let m = mapper::read_comm_csv(&p, true).expect("example matrix parses");
             (name, m)
         })
         .collect()

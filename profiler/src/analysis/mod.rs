@@ -19,7 +19,7 @@ pub mod load;
 use crate::error::{ProfileError, Result};
 use crate::sample::Sample;
 pub use comm::{CommDetector, CommStats, Expiration};
-use mapper::samples::LoggedSample;
+use mapper::LoggedSample;
 use profile::{Phase, Profile, ProfileMeta, ThreadInfo, TimelineRow, PROFILE_SCHEMA};
 use std::collections::{BTreeMap, HashMap};
 
@@ -331,7 +331,7 @@ impl Analyzer {
     }
 
     /// [`Analyzer::finish`], plus the raw sample log kept under `sample_log_limit`, for
-    /// `mapper::samples::write_samples_csv` (write it into the profile directory).
+    /// `mapper::write_samples_csv` (write it into the profile directory).
     pub fn finish_with_log(mut self) -> (Profile, Vec<LoggedSample>) {
         let log = std::mem::take(&mut self.log);
         (self.finish_profile(), log)

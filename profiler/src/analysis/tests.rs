@@ -347,9 +347,9 @@ fn sample_log_keeps_the_first_samples_with_thread_indices() {
     assert_eq!(p.meta.params["sample_log.dropped"], "2");
     // The log round-trips through the shared samples.csv writer/reader.
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(mapper::samples::SAMPLES_FILE);
-    mapper::samples::write_samples_csv(&path, &log).unwrap();
-    let back = mapper::samples::read_samples_csv(&path).unwrap();
+    let path = dir.path().join(mapper::SAMPLES_FILE);
+    mapper::write_samples_csv(&path, &log).unwrap();
+    let back = mapper::read_samples_csv(&path).unwrap();
     assert_eq!(back.threads, vec![vec![0x1000, 0x1002], vec![0x1001]]);
     // Off by default: no log, no params entry.
     let p = analyze([s(100, 0, 1)], &threads(1), &AnalysisParams::default()).unwrap();

@@ -99,7 +99,7 @@ pub fn pmu_cpus(sysfs: &Path, pmu: &str) -> Result<Option<Vec<usize>>> {
     let Ok(text) = std::fs::read_to_string(&p) else {
         return Ok(None);
     };
-    mapper::topology::parse_cpu_list(&text)
+    mapper::parse_cpu_list(&text)
         .map(|c| Some(c.into_iter().map(|c| c as usize).collect()))
         .map_err(|e| ProfileError::import(&p, 1, e.to_string()))
 }

@@ -6,7 +6,7 @@ use crate::analysis::{analyze, AnalysisParams, Expiration, ThreadSpec, UnknownTh
 use crate::error::Result;
 use crate::probe::Backend;
 use crate::sample::Sample;
-use mapper::samples::LoggedSample;
+use mapper::LoggedSample;
 use profile::Profile;
 
 pub struct Meta {

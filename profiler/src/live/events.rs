@@ -78,7 +78,7 @@ pub struct OpenOpts {
 pub fn online_cpus() -> Result<Vec<usize>> {
     let path = "/sys/devices/system/cpu/online";
     let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(path, e))?;
-    mapper::topology::parse_cpu_list(&text)
+    mapper::parse_cpu_list(&text)
         .map(|c| c.into_iter().map(|c| c as usize).collect())
         .map_err(|e| ProfileError::Config(format!("{path}: {e}")))
 }

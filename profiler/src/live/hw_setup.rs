@@ -84,7 +84,7 @@ pub(crate) fn uncovered_cpus_warning(cpus: &[usize], evs: &[HwEvent]) -> Option<
         format!(
             "no hw load sampling on CPU(s) {}: their PMU has no mem-loads event, so threads \
              running there are not sampled (bind the job to the other CPUs to profile it all)",
-            mapper::topology::format_cpu_list(&bare.iter().map(|&c| c as u32).collect::<Vec<_>>())
+            mapper::format_cpu_list(&bare.iter().map(|&c| c as u32).collect::<Vec<_>>())
         )
     })
 }

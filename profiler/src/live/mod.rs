@@ -105,7 +105,7 @@ impl ProfileConfig {
 pub struct ProfileRun {
     pub profile: Profile,
     /// Raw samples kept for `samples.csv` (at most `ProfileConfig::sample_log_limit`).
-    pub sample_log: Vec<mapper::samples::LoggedSample>,
+    pub sample_log: Vec<mapper::LoggedSample>,
     /// The backend that actually ran (`auto` resolved).
     pub backend: Backend,
     /// Exit status of a launched command (None in attach mode).
