@@ -26,9 +26,9 @@
 //!
 //! | step | names |
 //! |---|---|
-//! | the machine | [`Topology`] (`load`: live, hwloc XML or synthetic; `restrict`), [`Device`], [`DeviceKind`], [`Level`], [`Pu`], [`NodeSpec`], [`hwloc_xml`], [`quiet_hwloc`], [`parse_cpu_list`], [`format_cpu_list`] |
+//! | the machine | [`Topology`] (`load`: live, hwloc XML or synthetic; `restrict`), [`Device`], [`DeviceKind`], [`MemoryNode`], [`Level`], [`Pu`], [`NodeSpec`], [`hwloc_xml`], [`quiet_hwloc`], [`parse_cpu_list`], [`format_cpu_list`] |
 //! | the sharing and the loads | [`CommMatrix`], [`read_comm_csv`], [`write_comm_csv`], [`read_load_csv`], [`parse_numeric_csv`], [`check_sum`]; raw samples for `dagtm`: [`SampleLog`], [`LoggedSample`], [`read_samples_csv`], [`write_samples_csv`], [`SAMPLES_FILE`] |
-//! | the strategy | [`StrategySpec`] (parsed once where the user typed it), [`DEFAULT_STRATEGY`], [`strategies`], [`strategy_names`], [`Strategy`], [`MapInput`], [`LOAD_TOLERANCE`] (`cmlb-refine`'s default) |
+//! | the strategy | [`StrategySpec`] (parsed once where the user typed it), [`DEFAULT_STRATEGY`], [`strategies`], [`strategy_names`], [`Strategy`] (with its [`Params`]), [`MapInput`], [`LOAD_TOLERANCE`] (`cmlb-refine`'s default) |
 //! | compute | [`plan`] (the one route from a spec to a plan), [`compare`] (every strategy) |
 //! | results | [`Plan`], [`Assignment`], [`Metrics`], [`metrics_of`], [`remote_comm`], [`hop_bytes`], [`numa_load`], [`LevelCosts`] and [`add_mram_cost`] (MRAM(h)), [`num`] (numbers as cmlb prints them) |
 //! | errors and files | [`MapError`], [`Result`], [`write_atomic`], [`replace_dir`], [`check_output_dir`] |
@@ -59,12 +59,12 @@ pub use matrix::{
 };
 pub use samples::{read_samples_csv, write_samples_csv, LoggedSample, SampleLog, SAMPLES_FILE};
 pub use topology::{
-    format_cpu_list, hwloc_xml, parse_cpu_list, quiet_hwloc, Device, DeviceKind, Level, NodeSpec,
-    Pu, Topology,
+    format_cpu_list, hwloc_xml, parse_cpu_list, quiet_hwloc, Device, DeviceKind, Level, MemoryNode,
+    NodeSpec, Pu, Topology,
 };
 // Choosing a strategy and computing: `plan` is the one route from a spec to a plan.
 pub use strategy::{
-    all as strategies, names as strategy_names, MapInput, Strategy, StrategySpec,
+    all as strategies, names as strategy_names, MapInput, Params, Strategy, StrategySpec,
     DEFAULT as DEFAULT_STRATEGY, LOAD_TOLERANCE,
 };
 // Results and how they are scored.

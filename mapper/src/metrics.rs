@@ -25,7 +25,7 @@ pub struct Metrics {
     /// Σ_{i<j} `A[i][j]` · hops(pu_i, pu_j), hops = edges through the lowest common ancestor
     /// ([`Topology::hops`], 0 on the same PU). Lower is better.
     pub hop_bytes: f64,
-    /// MRAM(h) predicted memory cost of the shared accesses (digest 004, [`crate::mram::predict`]
+    /// MRAM(h) predicted memory cost of the shared accesses (digest 004, MRAM(h)'s `predict`
     /// with the default level latencies, in cycles × samples). Lower is better; only differences
     /// between plans of the same profile mean anything.
     #[serde(default)]

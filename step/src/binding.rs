@@ -1,4 +1,4 @@
-//! From a plan to what pins threads, for [`crate::pipeline`]: the per-thread PU list, the
+//! From a plan to what pins threads, for the pipeline ([`crate::Step`]): the per-thread PU list, the
 //! tasks' CPU shares, Slurm's core numbering, the profile key. What then crosses the process
 //! boundary (environment, encodings, `pin`) is the `contract` crate's.
 //!
