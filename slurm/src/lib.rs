@@ -5,6 +5,7 @@
 //! `cmlb_spank(8)` is generated from them. Pure functions, unit-tested without Slurm.
 
 pub mod companions;
+pub mod cores;
 pub mod gpus;
 pub mod layout;
 pub mod options;

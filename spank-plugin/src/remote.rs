@@ -13,8 +13,7 @@ use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
 use mapper::{format_cpu_list, Topology};
 use std::path::PathBuf;
-use step::binding::SocketDist;
-use step::{self, ProfileSource, Step, TaskAction, TaskPlan, WrapOpts};
+use step::{self, ProfileSource, TaskAction, TaskPlan, WrapOpts};
 
 /// What one local task gets, as `task_init` carries it out.
 #[derive(Debug, Clone)]
@@ -282,9 +281,9 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
         _ => step::Mode::Apply,
     };
     let strategy = opts.strategy.clone().unwrap_or_default();
-    let step = Step::from_slurm_cores(&machine, &s.cores)?
+    let step = cmlb_slurm::cores::step_on_cores(&machine, &s.cores)?
         .layout(&s.global, s.total, s.nnodes)
-        .socket_dist(SocketDist::from_slurm(
+        .socket_dist(cmlb_slurm::cores::socket_dist(
             ffi::getenv(sp, "SLURM_DISTRIBUTION").as_deref(),
         ))
         .omp_threads(s.omp_threads)

@@ -1,13 +1,14 @@
 //! From a plan to what pins threads, for the pipeline ([`crate::Step`]): the per-thread PU list, the
-//! tasks' CPU shares, Slurm's core numbering, the profile key. What then crosses the process
+//! tasks' CPU shares (dealt across sockets by a [`SocketDist`] rule; reading it from Slurm's
+//! `SLURM_DISTRIBUTION`, and Slurm's core numbering, are `cmlb-slurm`'s `cores`), the profile key. What then crosses the process
 //! boundary (environment, encodings, `pin`) is the `contract` crate's.
 //!
 //! Thread k of the plan is the k-th thread the process creates (main thread = 0). OpenMP
 //! runtimes create their team in that order, and the preload library counts `pthread_create`
 //! calls in that order, so both routes put thread k on `pus[k]`.
 
+use mapper::Plan;
 use mapper::{Level, Topology};
-use mapper::{MapError, Plan, Result};
 
 pub use contract::BindMode;
 
@@ -31,21 +32,6 @@ pub enum SocketDist {
     /// which differs only for tasks of several CPUs).
     #[default]
     Cyclic,
-}
-
-impl SocketDist {
-    /// From `SLURM_DISTRIBUTION` (`block:cyclic`, `cyclic:block,Pack`, ...): its socket part,
-    /// Slurm's default (cyclic) when absent or not understood.
-    pub fn from_slurm(dist: Option<&str>) -> SocketDist {
-        let socket = dist
-            .and_then(|d| d.split(',').next())
-            .and_then(|d| d.split(':').nth(1))
-            .unwrap_or("");
-        match socket {
-            "block" => SocketDist::Block,
-            _ => SocketDist::Cyclic,
-        }
-    }
 }
 
 /// Split the topology's PUs into `ntasks` disjoint shares of whole cores, in tree order (so a
@@ -176,36 +162,6 @@ pub fn profile_key(argv: &[String], threads: usize, cores: &str) -> String {
     )
 }
 
-/// PU OS indexes of the cores with the given *logical* indexes (Slurm's `S_STEP_ALLOC_CORES`
-/// numbers cores 0..N in socket order, which is hwloc's logical core order).
-pub fn pus_of_logical_cores(topo: &Topology, cores: &[u32]) -> Result<Vec<u32>> {
-    let core_nodes: Vec<usize> = (0..topo.nodes.len())
-        .filter(|&i| topo.nodes[i].level == Level::Core)
-        .collect();
-    let mut out = Vec::new();
-    if core_nodes.is_empty() {
-        // No core level: every PU is its own core.
-        for &c in cores {
-            let p = topo.pus.get(c as usize).ok_or_else(|| {
-                MapError::Topology(format!("core {c} is not in the topology ({})", topo.source))
-            })?;
-            out.push(p.os_index);
-        }
-        return Ok(out);
-    }
-    for &c in cores {
-        let node = core_nodes.get(c as usize).ok_or_else(|| {
-            MapError::Topology(format!(
-                "core {c} is not in the topology ({}, {} cores)",
-                topo.source,
-                core_nodes.len()
-            ))
-        })?;
-        out.extend(topo.nodes[*node].pus.iter().map(|&p| topo.pus[p].os_index));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,24 +235,6 @@ mod tests {
         );
         // 3 tasks on 4 cores: 2 + 1 + 1, each from one socket where it fits.
         assert_eq!(c(3), vec![vec![0, 1], vec![2], vec![3]]);
-        assert_eq!(
-            SocketDist::from_slurm(Some("block:block")),
-            SocketDist::Block
-        );
-        assert_eq!(
-            SocketDist::from_slurm(Some("cyclic:cyclic,Pack")),
-            SocketDist::Cyclic
-        );
-        assert_eq!(SocketDist::from_slurm(Some("block")), SocketDist::Cyclic);
-        assert_eq!(SocketDist::from_slurm(None), SocketDist::Cyclic);
-    }
-
-    #[test]
-    fn logical_cores() {
-        let t = topo(2, 2, 2);
-        assert_eq!(pus_of_logical_cores(&t, &[1, 2]).unwrap(), vec![2, 3, 4, 5]);
-        let e = pus_of_logical_cores(&t, &[4]).unwrap_err().to_string();
-        assert!(e.contains("core 4") && e.contains("4 cores"), "{e}");
     }
 
     #[test]

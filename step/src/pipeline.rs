@@ -67,20 +67,13 @@ impl Step {
         })
     }
 
-    /// A step given as Slurm gives it: `S_STEP_ALLOC_CORES` (logical core numbers, in
-    /// hwloc's logical order) on `machine`. The cores' text keys the profile and names them
-    /// in the summary line.
-    pub fn from_slurm_cores(machine: &Topology, cores: &str) -> Result<Step> {
-        let ids = mapper::parse_cpu_list(cores)
-            .map_err(|e| MapError::input("S_STEP_ALLOC_CORES", format!("'{cores}': {e}")))?;
-        let pus = binding::pus_of_logical_cores(machine, &ids).map_err(|e| {
-            MapError::Topology(format!("topology mismatch: step cores {cores}: {e}"))
-        })?;
-        let mut s = Step::new(machine, &pus)?;
-        s.cpus_label = Some(format!("cores {cores}"));
-        s.key_cpus = cores.to_string();
-        s.label = "apply";
-        Ok(s)
+    /// How the launcher names the step's CPUs: `key` keys the profile (the same text on every
+    /// node of a job, e.g. Slurm's `S_STEP_ALLOC_CORES`), `label` names them in the summary
+    /// line (e.g. "cores 0-3"). Default: the PU list.
+    pub fn cpus_key(mut self, key: &str, label: String) -> Self {
+        self.key_cpus = key.to_string();
+        self.cpus_label = Some(label);
+        self
     }
 
     /// Number of local tasks (at least 1), the whole step on this node (global ids 0..n).

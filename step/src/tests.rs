@@ -213,8 +213,10 @@ fn a_multi_node_step_keeps_task_profiles_by_global_id_under_one_key() {
     let machine = Topology::load("pack:1 numa:1 core:4 pu:1").unwrap();
     let argv = vec!["/bin/app".to_string()];
     let on = |cores: &str, global: &[usize]| {
-        Step::from_slurm_cores(&machine, cores)
+        // Slurm's core numbers key the profile (cmlb-slurm's step_on_cores); here core k is PU k.
+        Step::new(&machine, &mapper::parse_cpu_list(cores).unwrap())
             .unwrap()
+            .cpus_key(cores, format!("cores {cores}"))
             .layout(global, 8, 2)
             .command(&argv)
             .profile(ProfileSource::Keyed(t.path().into()))
