@@ -577,31 +577,38 @@ mod tests {
     #[test]
     fn rank_targets_follow_counts_and_switches() {
         // Equal machines, no switches: a plain two-level tleaf.
-        let c = Cluster::parse("3x4").unwrap();
+        let c = Cluster::uniform(3, 4);
         let t = write_rank_tgt(&c, &[4, 4, 4]);
         assert_eq!(t.text, "tleaf 2 3 10 4 1\n");
         assert_eq!(t.terminal_machine, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
         assert_eq!(t.note, None);
         // Uneven counts (and a machine given no rank): the slots that exist, of the widest.
-        let t = write_rank_tgt(&Cluster::parse("a:2,b:3,c:1").unwrap(), &[2, 0, 1]);
+        let t = write_rank_tgt(
+            &Cluster::from_slots(&[("a", 2), ("b", 3), ("c", 1)]),
+            &[2, 0, 1],
+        );
         assert_eq!(t.text, "sub 3 0 1 4 tleaf 2 3 10 2 1\n");
         assert_eq!(t.terminal_machine, [0, 0, 2]);
         // Switches: one level more, ten times dearer.
         let conf = "SwitchName=s1 Nodes=n[0-1]\nSwitchName=s2 Nodes=n[2-3]\n\
                     SwitchName=top Switches=s[1-2]\n";
-        let c = Cluster::parse("n[0-3]:2")
-            .unwrap()
-            .with_topology_conf(conf, "t")
-            .unwrap();
+        let c = cmlb_slurm::nodes::with_topology_conf(
+            cmlb_slurm::nodes::parse_nodes("n[0-3]:2").unwrap(),
+            conf,
+            "t",
+        )
+        .unwrap();
         let t = write_rank_tgt(&c, &[2, 2, 2, 2]);
         assert_eq!(t.text, "tleaf 3 2 100 2 10 2 1\n");
         assert_eq!(t.terminal_machine, [0, 0, 1, 1, 2, 2, 3, 3]);
         // Machines at different depths: flat, and said so.
         let conf = "SwitchName=s1 Nodes=n[0-1]\nSwitchName=top Switches=s1 Nodes=n2\n";
-        let c = Cluster::parse("n[0-2]:2")
-            .unwrap()
-            .with_topology_conf(conf, "t")
-            .unwrap();
+        let c = cmlb_slurm::nodes::with_topology_conf(
+            cmlb_slurm::nodes::parse_nodes("n[0-2]:2").unwrap(),
+            conf,
+            "t",
+        )
+        .unwrap();
         let t = write_rank_tgt(&c, &[2, 2, 2]);
         assert_eq!(t.text, "tleaf 2 3 10 2 1\n");
         assert!(t.note.unwrap().contains("not all at the same depth"));

@@ -1,7 +1,7 @@
 //! A batch job's layout as Slurm puts it in the environment and the plugin reads it inside
 //! slurmstepd: `SLURM_TASKS_PER_NODE` (`2(x3),1`, `cmlb_slurm::layout::per_node_counts`) from
 //! the input's first line, `SLURM_JOB_NODELIST` (`node[01-04],big`,
-//! `mapper::ranks::expand_hostlist`) from the rest. No panic, no unbounded allocation; an error
+//! `cmlb_slurm::nodes::expand_hostlist`) from the rest. No panic, no unbounded allocation; an error
 //! quotes the value; counts written back in Slurm's compressed form parse back equal, and names
 //! of plain characters joined with commas expand back equal.
 #![no_main]
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => assert!(e.contains(&format!("'{per_node}'")), "{e}"),
     }
-    match mapper::ranks::expand_hostlist(nodelist) {
+    match cmlb_slurm::nodes::expand_hostlist(nodelist) {
         Ok(names) => {
             assert!(
                 !names.is_empty() && names.len() <= MAX_NODES,
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
             };
             if names.iter().all(plain) {
-                let back = mapper::ranks::expand_hostlist(&names.join(",")).expect("joined names");
+                let back = cmlb_slurm::nodes::expand_hostlist(&names.join(",")).expect("joined names");
                 assert_eq!(back, names);
             }
         }

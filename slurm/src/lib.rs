@@ -8,5 +8,6 @@ pub mod companions;
 pub mod cores;
 pub mod gpus;
 pub mod layout;
+pub mod nodes;
 pub mod options;
 pub mod scratch;

@@ -29,9 +29,10 @@ use crate::options::{self, MapOpts, Mode, SiteConf};
 use crate::sys;
 use cmlb_slurm::companions;
 use cmlb_slurm::layout::per_node_counts;
+use cmlb_slurm::nodes::{expand_hostlist, with_topology_conf};
 use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::launcher;
-use mapper::ranks::{block, expand_hostlist, map_to_machines, Cluster, Machine};
+use mapper::ranks::{block, map_to_machines, Cluster, Machine};
 use profile::ranks::{has_ranks, read_ranks_dir};
 use std::path::{Path, PathBuf};
 use step::binding::profile_key;
@@ -224,8 +225,7 @@ fn apply(
         .unwrap_or_else(|| PathBuf::from("/etc/slurm"));
     let topo_conf = conf_dir.join("topology.conf");
     if let Ok(text) = std::fs::read_to_string(&topo_conf) {
-        cluster = cluster
-            .with_topology_conf(&text, &topo_conf.display().to_string())
+        cluster = with_topology_conf(cluster, &text, &topo_conf.display().to_string())
             .map_err(|e| e.to_string())?;
     }
     let placed = map_to_machines(&rp.graph, &cluster).map_err(|e| e.to_string())?;

@@ -133,11 +133,11 @@ pub fn run(a: Args) -> Result<()> {
             Some(v)
         }
     };
-    let mut cluster = Cluster::parse(&a.nodes)?;
+    let mut cluster = cmlb_slurm::nodes::parse_nodes(&a.nodes)?;
     if let Some(tc) = &a.topology_conf {
         let text =
             std::fs::read_to_string(tc).with_context(|| format!("reading {}", tc.display()))?;
-        cluster = cluster.with_topology_conf(&text, &tc.display().to_string())?;
+        cluster = cmlb_slurm::nodes::with_topology_conf(cluster, &text, &tc.display().to_string())?;
     }
     if g.n() > cluster.slots() {
         bail!(

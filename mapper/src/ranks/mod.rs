@@ -53,161 +53,42 @@ pub struct Switch {
     pub switches: Vec<usize>,
 }
 
-/// The most hosts a hostlist may name: the ranges' sum is bounded before it is allocated.
-pub const MAX_HOSTS: usize = 1 << 20;
-
-/// Expand one Slurm hostlist (`node[01-04,7],big1`) into names, keeping zero padding.
-pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut cur = String::new();
-    let mut items = Vec::new();
-    for c in list.chars() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    items.push(cur);
-    for item in items.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-        let bad = || MapError::input("hostlist", format!("'{item}' is not NAME or NAME[a-b,c]"));
-        let too_many = || {
-            MapError::input(
-                "hostlist",
-                format!("'{item}' takes the list past {MAX_HOSTS} hosts"),
-            )
-        };
-        match item.split_once('[') {
-            None if out.len() >= MAX_HOSTS => return Err(too_many()),
-            None => out.push(item.to_string()),
-            Some((pre, rest)) => {
-                let (ranges, post) = rest.split_once(']').ok_or_else(bad)?;
-                for r in ranges.split(',') {
-                    let (a, b) = r.split_once('-').unwrap_or((r, r));
-                    let width = a.len();
-                    let (x, y): (u64, u64) =
-                        (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-                    if x > y {
-                        return Err(bad());
-                    }
-                    if y - x >= MAX_HOSTS.saturating_sub(out.len()) as u64 {
-                        return Err(too_many());
-                    }
-                    for k in x..=y {
-                        out.push(format!("{pre}{k:0width$}{post}"));
-                    }
-                }
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err(MapError::input("hostlist", "empty"));
-    }
-    Ok(out)
-}
-
 impl Cluster {
-    /// `NAMES:SLOTS[,NAMES:SLOTS...]` with Slurm hostlists (`node[1-4]:16,big1:32`), or
-    /// `MxS` for M machines `node0..` of S slots.
-    pub fn parse(spec: &str) -> Result<Cluster> {
-        let bad = |m: String| MapError::input(format!("--nodes '{spec}'"), m);
-        let mut machines = Vec::new();
-        if let Some((m, s)) = spec
-            .split_once('x')
-            .filter(|(m, _)| m.parse::<usize>().is_ok())
-        {
-            let (m, s): (usize, usize) = (
-                m.parse().map_err(|_| bad("bad machine count".into()))?,
-                s.parse()
-                    .map_err(|_| bad(format!("'{s}' is not a slot count")))?,
-            );
-            if m == 0 || s == 0 || m > 1 << 16 {
-                return Err(bad("expected 1..65536 machines of >= 1 slot".into()));
-            }
-            for k in 0..m {
-                machines.push(Machine {
-                    name: format!("node{k}"),
-                    slots: s,
-                });
-            }
-        } else {
-            // Split on the commas outside brackets, then NAME:SLOTS.
-            let mut depth = 0;
-            let mut parts = vec![String::new()];
-            for c in spec.chars() {
-                match c {
-                    '[' => depth += 1,
-                    ']' => depth -= 1,
-                    ',' if depth == 0 => {
-                        parts.push(String::new());
-                        continue;
-                    }
-                    _ => {}
-                }
-                parts.last_mut().expect("non-empty").push(c);
-            }
-            for p in parts.iter().filter(|p| !p.trim().is_empty()) {
-                let (names, slots) = p
-                    .rsplit_once(':')
-                    .ok_or_else(|| bad(format!("'{p}' has no :SLOTS")))?;
-                let slots: usize = slots
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|&s| s > 0)
-                    .ok_or_else(|| bad(format!("'{slots}' is not a slot count >= 1")))?;
-                for name in expand_hostlist(names).map_err(|e| bad(e.to_string()))? {
-                    machines.push(Machine { name, slots });
-                }
-            }
-        }
-        if machines.is_empty() {
-            return Err(bad("no machines".into()));
-        }
-        Ok(Cluster {
-            machines,
-            switches: Vec::new(),
-        })
+    /// `m` machines named `node0`, `node1`, ... of `slots` slots each, without switches.
+    pub fn uniform(m: usize, slots: usize) -> Cluster {
+        Cluster::from_slots(
+            &(0..m)
+                .map(|k| (format!("node{k}"), slots))
+                .collect::<Vec<_>>(),
+        )
     }
 
-    /// Add the switch tree of a Slurm `topology.conf` (`SwitchName=s1 Nodes=node[1-4]`,
-    /// `SwitchName=top Switches=s[1-2]`). Nodes of the job that no switch names are an error.
-    pub fn with_topology_conf(mut self, text: &str, what: &str) -> Result<Cluster> {
-        let mut sw: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let mut name = None;
-            let (mut nodes, mut subs) = (Vec::new(), Vec::new());
-            for kv in line.split_whitespace() {
-                let (k, v) = kv.split_once('=').ok_or_else(|| {
-                    MapError::input(
-                        format!("{what}:{}", i + 1),
-                        format!("'{kv}' is not Key=Value"),
-                    )
-                })?;
-                match k.to_ascii_lowercase().as_str() {
-                    "switchname" => name = Some(v.to_string()),
-                    "nodes" => nodes = expand_hostlist(v)?,
-                    "switches" => subs = expand_hostlist(v)?,
-                    _ => {} // LinkSpeed and the like do not change the tree.
-                }
-            }
-            let name = name.ok_or_else(|| {
-                MapError::input(format!("{what}:{}", i + 1), "line has no SwitchName=")
-            })?;
-            sw.push((name, nodes, subs));
+    /// Machines with these names and slot counts, in the job's node order, without switches.
+    /// (Slurm's node text, hostlists and `topology.conf`, is read by `cmlb-slurm`'s `nodes`.)
+    pub fn from_slots<S: AsRef<str>>(machines: &[(S, usize)]) -> Cluster {
+        Cluster {
+            machines: machines
+                .iter()
+                .map(|(name, slots)| Machine {
+                    name: name.as_ref().to_string(),
+                    slots: *slots,
+                })
+                .collect(),
+            switches: Vec::new(),
         }
+    }
+
+    /// Add a switch tree given as `(switch, machines directly below, switches directly below)`,
+    /// machines and switches by name. A named machine that is not in the job is left out (a
+    /// site's tree names every node); a machine of the job under no switch, or a switch below
+    /// one that is not in the tree, is an error naming `what` (where the tree came from).
+    pub fn with_switches(
+        mut self,
+        tree: &[(String, Vec<String>, Vec<String>)],
+        what: &str,
+    ) -> Result<Cluster> {
         let mut switches = Vec::new();
-        for (name, nodes, subs) in &sw {
+        for (name, nodes, subs) in tree {
             let machines = nodes
                 .iter()
                 .filter_map(|n| self.machines.iter().position(|m| &m.name == n))
@@ -215,7 +96,7 @@ impl Cluster {
             let switches_below = subs
                 .iter()
                 .map(|s| {
-                    sw.iter().position(|x| &x.0 == s).ok_or_else(|| {
+                    tree.iter().position(|x| &x.0 == s).ok_or_else(|| {
                         MapError::input(what, format!("switch {name} names unknown switch {s}"))
                     })
                 })
@@ -483,12 +364,20 @@ mod tests {
     /// A ring of `n` ranks whose order is shuffled by a fixed permutation.
     /// Four machines of 8 slots, two per switch under one top switch.
     fn two_switches_4x8() -> Cluster {
-        let conf = "SwitchName=s1 Nodes=node[0-1]\nSwitchName=s2 Nodes=node[2-3]\n\
-                    SwitchName=top Switches=s[1-2]\n";
-        Cluster::parse("4x8")
-            .unwrap()
-            .with_topology_conf(conf, "t")
-            .unwrap()
+        Cluster::uniform(4, 8).with_switches(&tree(), "t").unwrap()
+    }
+
+    fn names(n: &[&str]) -> Vec<String> {
+        n.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// s1 over node0-1, s2 over node2-3, top over s1 and s2.
+    fn tree() -> Vec<(String, Vec<String>, Vec<String>)> {
+        vec![
+            ("s1".into(), names(&["node0", "node1"]), vec![]),
+            ("s2".into(), names(&["node2", "node3"]), vec![]),
+            ("top".into(), vec![], names(&["s1", "s2"])),
+        ]
     }
 
     fn shuffled_ring(n: usize) -> (RankGraph, Vec<usize>) {
@@ -500,40 +389,9 @@ mod tests {
     }
 
     #[test]
-    fn ranges_adding_up_past_the_limit_are_refused_before_allocating() {
-        // Found writing the slurm_layout fuzz target: each range was bounded, their sum not.
-        let list = ["n[0-1048575]"; 2].join(",");
-        let e = expand_hostlist(&list).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "hostlist: 'n[0-1048575]' takes the list past 1048576 hosts"
-        );
-        assert_eq!(expand_hostlist("n[1-1048576]").unwrap().len(), MAX_HOSTS);
-        let e = expand_hostlist("n[1-1048576],big").unwrap_err().to_string();
-        assert_eq!(e, "hostlist: 'big' takes the list past 1048576 hosts");
-    }
-
-    #[test]
-    fn hostlists_expand_with_padding() {
-        assert_eq!(
-            expand_hostlist("n[08-10,3],big").unwrap(),
-            ["n08", "n09", "n10", "n3", "big"]
-        );
-        let c = Cluster::parse("node[1-2]:4,fat:8").unwrap();
-        assert_eq!(c.slots(), 16);
-        assert_eq!(c.machines[1].name, "node2");
-        assert_eq!(Cluster::parse("3x2").unwrap().machines[2].name, "node2");
-        assert!(Cluster::parse("node1")
-            .unwrap_err()
-            .to_string()
-            .contains("no :SLOTS"));
-        assert!(expand_hostlist("n[3-1]").is_err());
-    }
-
-    #[test]
     fn a_shuffled_ring_is_cut_only_where_it_must_be() {
         let (g, _) = shuffled_ring(32);
-        let c = Cluster::parse("4x8").unwrap();
+        let c = Cluster::uniform(4, 8);
         let m = map_to_machines(&g, &c).unwrap();
         // Every machine holds 8 ranks; a ring split into 4 arcs is cut 4 times.
         for k in 0..4 {
@@ -553,15 +411,17 @@ mod tests {
         // Between switches only 2 cuts: map machines to their switch.
         let sw: Vec<usize> = m.iter().map(|&x| x / 2).collect();
         assert_eq!(g.cut(&sw), 200.0);
-        let e = Cluster::parse("4x8")
-            .unwrap()
-            .with_topology_conf("SwitchName=s1 Nodes=node[0-1]\n", "t.conf")
+        let e = Cluster::uniform(4, 8)
+            .with_switches(&tree()[..1], "t.conf")
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("node node2 of the job is under no switch"),
-            "{e}"
-        );
+        assert_eq!(e, "t.conf: node node2 of the job is under no switch");
+        let bad = vec![("top".to_string(), vec![], names(&["s9"]))];
+        let e = Cluster::uniform(1, 8)
+            .with_switches(&bad, "t.conf")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "t.conf: switch top names unknown switch s9");
     }
 
     /// A 2-D grid of `x` × `y` ranks, 4 neighbours of 1 byte each, ranks numbered by `perm`.
@@ -630,7 +490,8 @@ mod tests {
             let p = shuffle(n, n as u64);
             let e: Vec<_> = (0..n).map(|i| (p[i], p[(i + 1) % n], 3.0, 1.0)).collect();
             let g = RankGraph::from_edges(n, &e).unwrap();
-            let c = Cluster::parse(spec).unwrap();
+            let (m, per) = spec.split_once('x').unwrap();
+            let c = Cluster::uniform(m.parse().unwrap(), per.parse().unwrap());
             let m = map_to_machines(&g, &c).unwrap();
             assert_eq!(g.cut(&m), 3.0 * cuts, "{spec}");
             let per = n / c.machines.len();
@@ -650,7 +511,8 @@ mod tests {
         ] {
             let p = shuffle(x * y, 7);
             for g in [grid2d(x, y, &|i| i), grid2d(x, y, &|i| p[i])] {
-                let c = Cluster::parse(spec).unwrap();
+                let (m, per) = spec.split_once('x').unwrap();
+                let c = Cluster::uniform(m.parse().unwrap(), per.parse().unwrap());
                 let m = map_to_machines(&g, &c).unwrap();
                 assert_eq!(g.cut(&m), best, "{x}x{y} onto {spec}");
                 let k = c.machines.len();
@@ -664,7 +526,7 @@ mod tests {
         // 8³ onto 8 machines of 64: the octants (4³ each) cut 3 planes of 64 edges.
         let p = shuffle(512, 3);
         for g in [grid3d(8, &|i| i), grid3d(8, &|i| p[i])] {
-            let m = map_to_machines(&g, &Cluster::parse("8x64").unwrap()).unwrap();
+            let m = map_to_machines(&g, &Cluster::uniform(8, 64)).unwrap();
             assert_eq!(g.cut(&m), 192.0);
         }
     }
@@ -672,16 +534,16 @@ mod tests {
     #[test]
     fn uneven_and_partial_counts_are_kept_exactly() {
         let g = grid2d(10, 7, &|i| i);
-        let c = Cluster::parse("a:3,b[1-2]:17,c:1,d:32").unwrap();
+        let c = Cluster::from_slots(&[("a", 3), ("b1", 17), ("b2", 17), ("c", 1), ("d", 32)]);
         let m = map_to_machines(&g, &c).unwrap();
         assert_eq!(counts_of(&m, 5), [3, 17, 17, 1, 32]);
         // Fewer ranks than slots: the counts of rank_counts, exactly.
-        let c = Cluster::parse("a:8,b:24,c:40").unwrap();
+        let c = Cluster::from_slots(&[("a", 8), ("b", 24), ("c", 40)]);
         let m = map_to_machines(&g, &c).unwrap();
         assert_eq!(counts_of(&m, 3), rank_counts(&c, 70).unwrap());
         // Ranks that exchange nothing still fill their machines exactly.
         let g = RankGraph::from_edges(20, &[(0, 1, 5.0, 1.0)]).unwrap();
-        let m = map_to_machines(&g, &Cluster::parse("x:7,y:13").unwrap()).unwrap();
+        let m = map_to_machines(&g, &Cluster::from_slots(&[("x", 7), ("y", 13)])).unwrap();
         assert_eq!(counts_of(&m, 2), [7, 13]);
         assert_eq!(m[0], m[1]);
     }
@@ -693,7 +555,7 @@ mod tests {
         let e: Vec<_> = (0..8).map(|i| (i, (i + 1) % 8, 5.0, 1.0)).collect();
         let g = RankGraph::from_edges(8, &e).unwrap();
         let load = vec![10.0, 10.0, 10.0, 10.0, 1.0, 1.0, 1.0, 1.0];
-        let c = Cluster::parse("2x4").unwrap();
+        let c = Cluster::uniform(2, 4);
         let plain = map_to_machines(&g, &c).unwrap();
         assert_eq!(g.cut(&plain), 10.0);
         let o = MapOptions {
@@ -728,14 +590,14 @@ mod tests {
             load: Some(load.clone()),
             seed: 0,
         };
-        let m = map_to_machines_with(&g, &Cluster::parse("2x3").unwrap(), &o).unwrap();
+        let m = map_to_machines_with(&g, &Cluster::uniform(2, 3), &o).unwrap();
         assert_eq!(g.cut(&m), 0.0);
         assert_eq!(machine_loads(&m, &load, 2), [7.0, 7.0]);
         let bad = MapOptions {
             load: Some(vec![1.0; 5]),
             seed: 0,
         };
-        let e = map_to_machines_with(&g, &Cluster::parse("2x3").unwrap(), &bad)
+        let e = map_to_machines_with(&g, &Cluster::uniform(2, 3), &bad)
             .unwrap_err()
             .to_string();
         assert!(e.contains("5 values for 6 ranks"), "{e}");
@@ -745,12 +607,12 @@ mod tests {
     fn paths_follow_the_switch_tree() {
         let c = two_switches_4x8();
         assert_eq!(c.paths(), [vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]]);
-        assert_eq!(Cluster::parse("3x2").unwrap().paths(), [[0], [1], [2]]);
+        assert_eq!(Cluster::uniform(3, 2).paths(), [[0], [1], [2]]);
     }
 
     #[test]
     fn counts_follow_slots_and_baselines_fill_them() {
-        let c = Cluster::parse("a:4,b:4,c:8").unwrap();
+        let c = Cluster::from_slots(&[("a", 4), ("b", 4), ("c", 8)]);
         assert_eq!(rank_counts(&c, 16).unwrap(), [4, 4, 8]);
         assert_eq!(rank_counts(&c, 8).unwrap(), [2, 2, 4]);
         assert!(rank_counts(&c, 17).is_err());
