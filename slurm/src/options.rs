@@ -360,30 +360,6 @@ pub fn parse_site<S: AsRef<str>>(args: &[S]) -> Result<SiteConf, String> {
     Ok(c)
 }
 
-/// Expand a scratch template. Unknown `%x` sequences are kept literally.
-pub fn expand_scratch(template: &str, user: &str, job: u32, node: &str) -> String {
-    let mut out = String::new();
-    let mut it = template.chars();
-    while let Some(c) = it.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match it.next() {
-            Some('u') => out.push_str(user),
-            Some('j') => out.push_str(&job.to_string()),
-            Some('n') => out.push_str(node),
-            Some('%') => out.push('%'),
-            Some(o) => {
-                out.push('%');
-                out.push(o);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
-}
-
 pub use step::binding::profile_key;
 
 #[cfg(test)]
@@ -545,13 +521,5 @@ mod tests {
             let e = parse_site(&[bad]).unwrap_err();
             assert!(e.contains(want), "{bad}: {e}");
         }
-    }
-
-    #[test]
-    fn scratch_template() {
-        assert_eq!(
-            expand_scratch("/tmp/cmlb-%u/%j/%n/100%%/%x", "ann", 42, "node1"),
-            "/tmp/cmlb-ann/42/node1/100%/%x"
-        );
     }
 }

@@ -98,9 +98,42 @@ fn tempfile_probe(dir: &Path) -> std::io::Result<()> {
     std::fs::remove_file(&p)
 }
 
+/// Expand the site's scratch template (`scratch=` in plugstack.conf): `%u` user, `%j` job id,
+/// `%n` node, `%%` a percent sign. Unknown `%x` sequences are kept literally.
+pub fn expand_scratch(template: &str, user: &str, job: u32, node: &str) -> String {
+    let mut out = String::new();
+    let mut it = template.chars();
+    while let Some(c) = it.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('u') => out.push_str(user),
+            Some('j') => out.push_str(&job.to_string()),
+            Some('n') => out.push_str(node),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scratch_template() {
+        assert_eq!(
+            expand_scratch("/tmp/cmlb-%u/%j/%n/100%%/%x", "ann", 42, "node1"),
+            "/tmp/cmlb-ann/42/node1/100%/%x"
+        );
+    }
     use std::os::unix::fs::PermissionsExt;
 
     fn chmod(p: &Path, mode: u32) {

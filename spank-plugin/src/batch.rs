@@ -25,7 +25,7 @@
 //!   keeps its block placement, which `CMLB_RANK_HOSTS` then states.
 
 use crate::ffi::{self, spank_t};
-use crate::options::{self, MapOpts, Mode, SiteConf};
+use crate::options::{MapOpts, Mode, SiteConf};
 use crate::sys;
 use cmlb_slurm::companions;
 use cmlb_slurm::layout::per_node_counts;
@@ -83,15 +83,7 @@ fn read_job(sp: spank_t, site: &SiteConf) -> Result<Option<Job>, String> {
              SLURM_NTASKS={ntasks}"
         ));
     }
-    let user = env(sp, "SLURM_JOB_USER").unwrap_or_else(|| sys::user_name(uid));
-    let nodename = env(sp, "SLURMD_NODENAME").unwrap_or_else(sys::host_name);
-    let scratch = PathBuf::from(options::expand_scratch(&site.scratch, &user, id, &nodename));
-    let node_scratch = PathBuf::from(options::expand_scratch(
-        &site.scratch,
-        &user,
-        id,
-        launcher::NODE_WORD,
-    ));
+    let scratch = crate::scratch::job_scratch(sp, &site.scratch, uid, id);
     // Stable across jobs of the same script: the job name (the script's file name unless
     // --job-name), where it was submitted, its node and task counts.
     let words = [
@@ -106,8 +98,8 @@ fn read_job(sp: spank_t, site: &SiteConf) -> Result<Option<Job>, String> {
         nodes,
         tasks_per_node,
         ntasks,
-        dir: scratch.join(&key),
-        node_dir: node_scratch.join(&key),
+        dir: scratch.here.join(&key),
+        node_dir: scratch.any_node.join(&key),
     }))
 }
 

@@ -18,6 +18,7 @@ mod batch;
 mod ffi;
 pub use cmlb_slurm::options;
 mod remote;
+mod scratch;
 mod slog;
 mod sys;
 

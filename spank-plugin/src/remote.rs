@@ -5,7 +5,7 @@
 //! placement: `cmlb run` goes through the same pipeline and would decide the same.
 
 use crate::ffi::{self, item, spank_t, LogLevel};
-use crate::options::{self, MapOpts, Mode, SiteConf};
+use crate::options::{MapOpts, Mode, SiteConf};
 use crate::sys;
 use crate::{effective, with_state};
 use cmlb_slurm::companions;
@@ -234,17 +234,7 @@ fn read_step(sp: spank_t, site: &SiteConf) -> Result<SlurmStep, Skip> {
     let omp_threads = ffi::getenv(sp, contract::env::OMP_NUM_THREADS)
         .and_then(|v| v.trim().parse().ok())
         .filter(|n| *n > 0);
-    // The job's environment has the name already; a passwd lookup may block on LDAP/SSSD.
-    let user = ffi::getenv(sp, "SLURM_JOB_USER")
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| sys::user_name(uid));
-    let nodename = ffi::getenv(sp, "SLURMD_NODENAME").unwrap_or_else(sys::host_name);
-    let scratch = PathBuf::from(options::expand_scratch(
-        &site.scratch,
-        &user,
-        job,
-        &nodename,
-    ));
+    let scratch = crate::scratch::job_scratch(sp, &site.scratch, uid, job).here;
     let job_ranks = match (
         ffi::getenv(sp, contract::env::JOB_PROFILE).filter(|d| !d.is_empty()),
         ffi::getenv(sp, contract::env::JOB_TASKS).and_then(|n| n.trim().parse::<usize>().ok()),

@@ -5,7 +5,8 @@
 use anyhow::Result;
 use clap::Args as ClapArgs;
 use cmlb_slurm::companions;
-use cmlb_slurm::options::{expand_scratch, parse_site, SiteConf};
+use cmlb_slurm::options::{parse_site, SiteConf};
+use cmlb_slurm::scratch::expand_scratch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
