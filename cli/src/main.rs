@@ -122,3 +122,64 @@ fn one_line(e: &anyhow::Error) -> String {
     }
     msg.replace('\n', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use step::{TaskAction, WrapOpts};
+
+    fn opts() -> WrapOpts {
+        WrapOpts {
+            cmlb: "/usr/bin/cmlb".into(),
+            backend: Some("watch".into()),
+            period: Some(7),
+            duration: Some(2.5),
+            prerun_secs: 4.0,
+            run_anyway: true,
+            max_runs: Some(9),
+            bind: contract::BindMode::Preload,
+            topology: "pack:1 numa:2 core:2 pu:1".into(),
+            strategy: mapper::StrategySpec::parse("spectral:k=2").unwrap(),
+        }
+    }
+
+    /// The words the SPANK plugin and `cmlb run` exec (`cmlb-step`'s `words.rs`) are written
+    /// apart from the flags they name: parsed back here with the real command line, every
+    /// option must land where it was meant, so a renamed flag fails this test, not a job.
+    #[test]
+    fn the_words_that_cross_exec_parse_back_to_what_they_carry() {
+        let o = opts();
+        let app = ["./app".to_string(), "-n".to_string()];
+        let profile = TaskAction::Profile {
+            dir: "/scratch/k".into(),
+            ranks: None,
+        };
+        let words = profile.wrap_argv(&o).unwrap();
+        let cli = Cli::try_parse_from(words.iter().chain(&app)).unwrap();
+        let Command::Profile(a) = cli.command else {
+            panic!("{words:?} is not `cmlb profile`")
+        };
+        assert_eq!(
+            a.wrapped_for_test(),
+            ("/scratch/k".into(), 7, 2.5, 9, true, true)
+        );
+        assert_eq!(a.backend_for_test(), "watch");
+
+        let prerun = TaskAction::Prerun {
+            dir: "/scratch/k".into(),
+        };
+        let words = prerun.wrap_argv(&o).unwrap();
+        let cli = Cli::try_parse_from(words.iter().chain(&app)).unwrap();
+        let Command::Run(a) = cli.command else {
+            panic!("{words:?} is not `cmlb run`")
+        };
+        assert_eq!(a.time, 4.0);
+        assert_eq!(a.save_profile, Some("/scratch/k".into()));
+        assert_eq!(a.strategy, o.strategy);
+        assert_eq!(a.bind, contract::BindMode::Preload);
+        assert_eq!(a.topology, o.topology);
+        assert_eq!(a.backend.as_deref(), Some("watch"));
+        assert_eq!(a.period, Some(7));
+        assert_eq!(a.command, app);
+    }
+}

@@ -135,6 +135,25 @@ impl Args {
     }
 }
 
+#[cfg(test)]
+impl Args {
+    /// What the launchers' exec words set (see the parse-back test in main.rs): out, period,
+    /// duration, max runs, accumulate, run anyway.
+    pub(crate) fn wrapped_for_test(&self) -> (PathBuf, u64, f64, u32, bool, bool) {
+        (
+            self.out.clone(),
+            self.period.unwrap_or(0),
+            self.duration.unwrap_or(0.0),
+            self.max_runs,
+            self.accumulate,
+            self.run_anyway,
+        )
+    }
+    pub(crate) fn backend_for_test(&self) -> &'static str {
+        self.backend.name()
+    }
+}
+
 pub(crate) fn parse_backend(s: &str) -> Result<Backend, String> {
     Backend::parse(s).ok_or_else(|| {
         format!("unknown backend '{s}' (expected auto, hw, numa-faults, watch or faults)")
