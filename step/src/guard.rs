@@ -102,6 +102,16 @@ pub struct Choice {
     /// One line for the user, e.g. "plan kept: held-out RemoteComm 0.62x compact (...)" or
     /// "profile too thin (...): threads left as they are".
     pub line: String,
+    /// Creation order (`compact`) on the profile: the reference the plan was scored against,
+    /// computed once here for the launcher's summary line too.
+    pub prior: Plan,
+}
+
+/// The guard's decision before the reference is attached ([`choose_on_sharing`]).
+struct Verdict {
+    plan: Plan,
+    used_prior: bool,
+    line: String,
 }
 
 /// Decide between the user's strategy's plan and `compact` on held-out evidence.
@@ -115,38 +125,47 @@ pub fn choose(
     topology: &Topology,
     plan_with: &dyn Fn(&CommMatrix) -> Result<Plan>,
 ) -> Result<Choice> {
-    let choice = choose_on_sharing(profile, topology, plan_with)?;
-    let checkable = !choice.used_prior
-        && !choice.plan.assignment.is_empty()
-        && !MATRIX_FREE.contains(&choice.plan.strategy.as_str());
-    let Some(cpu) = profile.cpu.as_ref().filter(|_| checkable) else {
-        return Ok(choice);
-    };
-    let n = profile.comm.n();
-    let pus = pus_of(&choice.plan, topology, n)?;
-    let crowding = cpu
-        .coarsened(CROWD_BIN_MS)
-        .crowding(&pus, topology.pus.len());
-    if crowding <= CROWD_MAX {
-        return Ok(choice);
-    }
-    // The sharing evidence held (the plan would cut communication), but not the CPU time:
-    // compact is the reference, as for every refusal.
     let input = MapInput {
         comm: &profile.comm,
         load: &profile.load,
         topology,
         seed: 0,
     };
-    Ok(Choice {
-        plan: mapper::plan(&StrategySpec::compact(), &input, None)?,
-        used_prior: true,
-        line: format!(
-            "plan refused: it stacks threads that ran at the same time on the same PUs \
-             (their work would take an estimated {crowding:.2}x as long as unpinned, from the \
-             profile's CPU timeline; it had {}): threads left as they are",
-            choice.line.trim_start_matches("plan kept: ")
-        ),
+    let prior = mapper::plan(&StrategySpec::compact(), &input, None)?;
+    let v = choose_on_sharing(profile, topology, plan_with, &prior)?;
+    let checkable = !v.used_prior
+        && !v.plan.assignment.is_empty()
+        && !MATRIX_FREE.contains(&v.plan.strategy.as_str());
+    let crowding = match profile.cpu.as_ref().filter(|_| checkable) {
+        None => None,
+        Some(cpu) => {
+            let pus = pus_of(&v.plan, topology, profile.comm.n())?;
+            Some(
+                cpu.coarsened(CROWD_BIN_MS)
+                    .crowding(&pus, topology.pus.len()),
+            )
+        }
+    };
+    Ok(match crowding {
+        // The sharing evidence held (the plan would cut communication), but not the CPU time:
+        // compact is the reference, as for every refusal.
+        Some(crowding) if crowding > CROWD_MAX => Choice {
+            plan: prior.clone(),
+            used_prior: true,
+            line: format!(
+                "plan refused: it stacks threads that ran at the same time on the same PUs \
+                 (their work would take an estimated {crowding:.2}x as long as unpinned, from \
+                 the profile's CPU timeline; it had {}): threads left as they are",
+                v.line.trim_start_matches("plan kept: ")
+            ),
+            prior,
+        },
+        _ => Choice {
+            plan: v.plan,
+            used_prior: v.used_prior,
+            line: v.line,
+            prior,
+        },
     })
 }
 
@@ -155,18 +174,12 @@ fn choose_on_sharing(
     profile: &Profile,
     topology: &Topology,
     plan_with: &dyn Fn(&CommMatrix) -> Result<Plan>,
-) -> Result<Choice> {
+    prior: &Plan,
+) -> Result<Verdict> {
     let n = profile.comm.n();
-    let input = MapInput {
-        comm: &profile.comm,
-        load: &profile.load,
-        topology,
-        seed: 0,
-    };
-    let prior = mapper::plan(&StrategySpec::compact(), &input, None)?;
-    let prior_pus = pus_of(&prior, topology, n)?;
+    let prior_pus = pus_of(prior, topology, n)?;
     let metric = Metric::for_topology(topology);
-    let prior_choice = |why: String| Choice {
+    let prior_choice = |why: String| Verdict {
         plan: prior.clone(),
         used_prior: true,
         line: format!("{why}: threads left as they are (no plan beats what you have)"),
@@ -179,7 +192,7 @@ fn choose_on_sharing(
         let plan = plan_with(&profile.comm)?;
         let (lp, lc) = (plan.metrics.load_std, prior.metrics.load_std);
         if MATRIX_FREE.contains(&plan.strategy.as_str()) && !plan.assignment.is_empty() {
-            return Ok(Choice {
+            return Ok(Verdict {
                 line: format!(
                     "strategy '{}' does not map from the profile: nothing to check",
                     plan.strategy
@@ -191,7 +204,7 @@ fn choose_on_sharing(
         if !plan.assignment.is_empty()
             && balances_clearly(&plan.metrics, &prior.metrics, profile, topology)
         {
-            return Ok(Choice {
+            return Ok(Verdict {
                 line: format!(
                     "profile has no sharing data; plan kept for memory-load balance \
                      (Load_std {lp:.4e}, compact {lc:.4e})"
@@ -217,7 +230,7 @@ fn choose_on_sharing(
             let m = mapper::metrics_of(&profile.comm, &profile.load, topology, &pus);
             with_metrics(full, m)
         };
-        return Ok(Choice {
+        return Ok(Verdict {
             line,
             plan,
             used_prior: false,
@@ -251,12 +264,12 @@ fn choose_on_sharing(
     // there while costing more on data it was not made from. A 64-thread stencil whose 4 s
     // profile gave wrong loads (equal by construction) kept such a plan at held-out 4.00x
     // compact and cut 4.7x compact's true communication (docs/evidence.md).
-    let fallback = |why: String, held_out: Option<f64>| -> Choice {
+    let fallback = |why: String, held_out: Option<f64>| -> Verdict {
         if !balances || held_out.is_some_and(|r| r > 1.0 + TOLERANCE) {
             return prior_choice(why);
         }
         let plan = with_metrics(full.clone(), full_metrics.clone());
-        Choice {
+        Verdict {
             line: format!(
                 "{why}, but the plan balances memory load: kept (Load_std {:.4e}, compact \
                  {:.4e}; RemoteComm {:.4e}, compact {:.4e})",
@@ -351,7 +364,7 @@ fn choose_on_sharing(
         ));
     }
     let plan = with_metrics(full, full_metrics);
-    Ok(Choice {
+    Ok(Verdict {
         plan,
         used_prior: false,
         line: format!("plan kept: {summary}{gaps}"),

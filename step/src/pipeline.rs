@@ -3,9 +3,9 @@
 
 use crate::{binding, check_profile_files, guarded_plan, local_ranks};
 use crate::{Mode, ProfileSource, StepPlan, TaskAction, TaskPlan};
+use mapper::StrategySpec;
 use mapper::{format_cpu_list, Topology};
 use mapper::{MapError, Plan, Result};
-use mapper::{MapInput, StrategySpec};
 use profile::ranks::{has_ranks, read_ranks_dir};
 use profile::{Profile, PROFILE_FILE};
 use std::path::{Path, PathBuf};
@@ -359,14 +359,7 @@ impl Step {
             }
         }
         let choice = guarded_plan(&self.strategy, &prof, dir, topo, self.seed)?;
-        let input = MapInput {
-            comm: &prof.comm,
-            load: &prof.load,
-            topology: topo,
-            seed: self.seed,
-        };
-        let compact = mapper::plan(&StrategySpec::compact(), &input, None)?;
-        Ok((choice.plan, compact, n, choice.line, choice.used_prior))
+        Ok((choice.plan, choice.prior, n, choice.line, choice.used_prior))
     }
 
     fn summary_line(&self, dir: &Path, n: usize, plan: &Plan, compact: &Plan) -> String {
