@@ -52,25 +52,11 @@ fn write_profile(dir: &Path) {
         .collect();
     Profile {
         meta: ProfileMeta {
-            schema: 1,
-            command: vec!["./cliques".into()],
             host: "test".into(),
             topology: TOPO.into(),
-            backend: "synthetic".into(),
             sample_period: 2000,
             duration_s: 0.4,
             samples: 20000,
-            lost_samples: 0,
-            load_dram_only: false,
-            threads: (0..n)
-                .map(|i| ThreadInfo {
-                    index: i,
-                    tid: 4000 + i as i64,
-                    name: "cliques".into(),
-                    samples: 100,
-                    load_samples: 50,
-                })
-                .collect(),
             phases: vec![
                 Phase {
                     start_ms: 0.0,
@@ -83,8 +69,12 @@ fn write_profile(dir: &Path) {
                     weight: 73.0,
                 },
             ],
-            params: Default::default(),
-            evidence: None,
+            ..ProfileMeta::new(
+                &["./cliques"],
+                "synthetic",
+                n,
+                ThreadInfo::new(4000, "cliques", 100, 50),
+            )
         },
         comm,
         load: (0..n).map(|t| 10.0 + (t * 7 % 5) as f64 * 4.5).collect(),

@@ -117,7 +117,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
+    use crate::{ProfileMeta, ThreadInfo};
 
     fn run(pairs: &[(usize, usize, f64)], load: f64) -> Profile {
         let n = 3;
@@ -141,28 +141,8 @@ mod tests {
         }
         let mut p = Profile {
             meta: ProfileMeta {
-                schema: PROFILE_SCHEMA,
-                command: vec!["./app".into()],
-                host: String::new(),
-                topology: String::new(),
-                backend: "watch".into(),
-                sample_period: 1,
                 duration_s: 1.0,
-                samples: 30,
-                lost_samples: 0,
-                load_dram_only: false,
-                threads: (0..n)
-                    .map(|i| ThreadInfo {
-                        index: i,
-                        tid: 100 + i as i64,
-                        name: "app".into(),
-                        samples: 10,
-                        load_samples: 5,
-                    })
-                    .collect(),
-                phases: Vec::new(),
-                params: Default::default(),
-                evidence: None,
+                ..ProfileMeta::new(&["./app"], "watch", n, ThreadInfo::new(100, "app", 10, 5))
             },
             comm,
             load: vec![load; n],

@@ -97,6 +97,51 @@ pub struct ProfileMeta {
     pub evidence: Option<Evidence>,
 }
 
+impl ThreadInfo {
+    /// A thread with this tid, name and sample counts (index 0: [`ProfileMeta::new`] numbers
+    /// the threads).
+    pub fn new(tid: i64, name: &str, samples: u64, load_samples: u64) -> Self {
+        ThreadInfo {
+            index: 0,
+            tid,
+            name: name.to_string(),
+            samples,
+            load_samples,
+        }
+    }
+}
+
+impl ProfileMeta {
+    /// The description of a profile of `command` with `n` threads in creation order, each like
+    /// `thread` (its `tid` is the first thread's, the next ones count up; `index` is set), the
+    /// current schema, the threads' samples as the total, and nothing else: where tests and
+    /// importers start, setting what else they know with `..ProfileMeta::new(..)`.
+    pub fn new(command: &[&str], backend: &str, n: usize, thread: ThreadInfo) -> Self {
+        ProfileMeta {
+            schema: PROFILE_SCHEMA,
+            command: command.iter().map(|s| s.to_string()).collect(),
+            host: String::new(),
+            topology: String::new(),
+            backend: backend.to_string(),
+            sample_period: 1,
+            duration_s: 0.0,
+            samples: thread.samples * n as u64,
+            lost_samples: 0,
+            load_dram_only: false,
+            threads: (0..n)
+                .map(|i| ThreadInfo {
+                    index: i,
+                    tid: thread.tid + i as i64,
+                    ..thread.clone()
+                })
+                .collect(),
+            phases: Vec::new(),
+            params: Default::default(),
+            evidence: None,
+        }
+    }
+}
+
 /// One row of `timeline.csv`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimelineRow {
@@ -452,28 +497,8 @@ mod tests {
         );
         let mut p = Profile {
             meta: ProfileMeta {
-                schema: PROFILE_SCHEMA,
-                command: vec!["./app".into()],
-                host: String::new(),
-                topology: String::new(),
-                backend: "watch".into(),
-                sample_period: 1,
                 duration_s: 1.0,
-                samples: 3,
-                lost_samples: 0,
-                load_dram_only: false,
-                threads: (0..n)
-                    .map(|i| ThreadInfo {
-                        index: i,
-                        tid: i as i64,
-                        name: String::new(),
-                        samples: 1,
-                        load_samples: 1,
-                    })
-                    .collect(),
-                phases: Vec::new(),
-                params: Default::default(),
-                evidence: None,
+                ..ProfileMeta::new(&["./app"], "watch", n, ThreadInfo::new(0, "", 1, 1))
             },
             comm: sym(n, &[(0, 1, 50.0), (1, 2, 3.0)]),
             load: vec![1.0; n],

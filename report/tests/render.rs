@@ -74,16 +74,11 @@ fn profile() -> Profile {
         .collect();
     Profile {
         meta: ProfileMeta {
-            schema: 1,
-            command: vec!["./cliques".into(), "--n".into(), "16".into()],
             host: "testhost".into(),
             topology: "test".into(),
-            backend: "synthetic".into(),
             sample_period: 2000,
             duration_s: 0.6,
             samples: 12345,
-            lost_samples: 0,
-            load_dram_only: false,
             threads: (0..n)
                 .map(|i| ThreadInfo {
                     index: i,
@@ -105,8 +100,12 @@ fn profile() -> Profile {
                     weight: 95.0,
                 },
             ],
-            params: Default::default(),
-            evidence: None,
+            ..ProfileMeta::new(
+                &["./cliques", "--n", "16"],
+                "synthetic",
+                n,
+                ThreadInfo::new(1000, "", 10, 5),
+            )
         },
         comm,
         load,

@@ -6,7 +6,7 @@
 use mapper::remote_comm;
 use mapper::MapInput;
 use mapper::{CommMatrix, Plan, StrategySpec, Topology};
-use profile::{Profile, ProfileMeta, ThreadInfo, PROFILE_SCHEMA};
+use profile::{Profile, ProfileMeta, ThreadInfo};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -95,28 +95,9 @@ fn sampled(t: &CommMatrix, words: usize, noise: f64, rng: &mut ChaCha8Rng) -> Pr
     }
     let mut p = Profile {
         meta: ProfileMeta {
-            schema: PROFILE_SCHEMA,
-            command: vec!["./synthetic".into()],
-            host: String::new(),
-            topology: String::new(),
-            backend: "watch".into(),
-            sample_period: 1,
             duration_s: 1.0,
             samples: words as u64,
-            lost_samples: 0,
-            load_dram_only: false,
-            threads: (0..n)
-                .map(|i| ThreadInfo {
-                    index: i,
-                    tid: i as i64,
-                    name: String::new(),
-                    samples: 1,
-                    load_samples: 1,
-                })
-                .collect(),
-            phases: Vec::new(),
-            params: Default::default(),
-            evidence: None,
+            ..ProfileMeta::new(&["./synthetic"], "watch", n, ThreadInfo::new(0, "", 1, 1))
         },
         comm,
         load: vec![1.0; n],
