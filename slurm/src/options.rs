@@ -121,6 +121,26 @@ impl MapOpts {
             from_site: false,
         }
     }
+
+    /// How a task runs under `cmlb profile`/`cmlb run` (the exec-wrap) for these options on
+    /// this site: the site's backend, run count and strictness, the user's period, time,
+    /// binding and strategy, and the site's topology (`live` by default). One place for the
+    /// step's and the batch step's wraps.
+    pub fn wrap_opts(&self, site: &SiteConf, cmlb: PathBuf) -> step::WrapOpts {
+        step::WrapOpts {
+            cmlb,
+            backend: site.backend.clone(),
+            period: self.period,
+            duration: self.time_set.then_some(self.time),
+            prerun_secs: self.time,
+            // A profiling problem must not fail the user's job.
+            run_anyway: !site.strict,
+            max_runs: site.max_runs,
+            bind: self.bind,
+            topology: site.topology.clone().unwrap_or_else(|| "live".into()),
+            strategy: self.strategy.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// Parse `MODE[:key=value,...]`. Errors name the bad part and the valid choices.

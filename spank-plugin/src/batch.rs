@@ -36,7 +36,7 @@ use mapper::ranks::{block, map_to_machines, Cluster, Machine};
 use profile::ranks::{has_ranks, read_ranks_dir};
 use std::path::{Path, PathBuf};
 use step::binding::profile_key;
-use step::{profile_argv, WrapOpts};
+use step::profile_argv;
 
 /// `SLURM_BATCH_SCRIPT`: the step id of a batch script.
 pub(crate) const BATCH_STEP: u32 = 0xffff_fffb;
@@ -313,18 +313,7 @@ fn reach_ranks(
     let strategy = opts.strategy.clone().unwrap_or_default();
     let words = match hosts {
         None => {
-            let wrap = WrapOpts {
-                cmlb,
-                backend: site.backend.clone(),
-                period: opts.period,
-                duration: opts.time_set.then_some(opts.time),
-                prerun_secs: opts.time,
-                run_anyway: !site.strict,
-                max_runs: site.max_runs,
-                bind: opts.bind,
-                topology,
-                strategy,
-            };
+            let wrap = opts.wrap_opts(site, cmlb);
             let task = job.node_dir.join(format!("task{}", launcher::RANK_WORD));
             match companions::mpi_lib(site, &dir) {
                 Ok(lib) => {

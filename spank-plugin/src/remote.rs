@@ -13,7 +13,7 @@ use cmlb_slurm::scratch::{check_scratch, ensure_scratch};
 use contract::{BindMode, PinEnv};
 use mapper::{format_cpu_list, Topology};
 use std::path::PathBuf;
-use step::{self, ProfileSource, TaskAction, TaskPlan, WrapOpts};
+use step::{self, ProfileSource, TaskAction, TaskPlan};
 
 /// What one local task gets, as `task_init` carries it out.
 #[derive(Debug, Clone)]
@@ -312,19 +312,7 @@ fn plan_step(sp: spank_t, site: &SiteConf, opts: &MapOpts) -> Result<StepState, 
     };
     let plural = if s.ntasks == 1 { "" } else { "s" };
     if wraps {
-        let wrap = WrapOpts {
-            cmlb: companions::cmlb_binary(site, &dir).map_err(Skip)?,
-            backend: site.backend.clone(),
-            period: opts.period,
-            duration: opts.time_set.then_some(opts.time),
-            prerun_secs: opts.time,
-            // A profiling problem must not fail the user's job.
-            run_anyway: !site.strict,
-            max_runs: site.max_runs,
-            bind: opts.bind,
-            topology: spec,
-            strategy,
-        };
+        let wrap = opts.wrap_opts(site, companions::cmlb_binary(site, &dir).map_err(Skip)?);
         ensure_scratch(&s.scratch, s.uid).map_err(|e| Skip(e.0))?;
         // A multi-task step's rank traffic: the MPI tracer, preloaded beside the profiler.
         let ranks_out = plan.tasks.iter().find_map(|t| match &t.action {
