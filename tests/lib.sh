@@ -38,14 +38,14 @@ lacks() {
 # does not fail the run: it names a check this release or machine cannot have (the whole
 # suite skipped is another matter, see suite_skip).
 summary() {
-    local line="$TAG: $PASS passed, ${#FAILED[@]} failed"
+    local f line="$TAG: $PASS passed, ${#FAILED[@]} failed"
     if [ ${#SKIPPED[@]} -gt 0 ]; then
-        printf '%s: skipped: %s\n' "$TAG" "${SKIPPED[@]}"
+        for f in "${SKIPPED[@]}"; do echo "$TAG: skipped: $f"; done
         line+=", ${#SKIPPED[@]} skipped"
     fi
     echo "$line${SUMMARY_TAIL:+ $SUMMARY_TAIL}"
     if [ ${#FAILED[@]} -gt 0 ]; then
-        printf '%s: failed: %s\n' "$TAG" "${FAILED[@]}"
+        for f in "${FAILED[@]}"; do echo "$TAG: failed: $f"; done
         exit 1
     fi
     exit 0
