@@ -1,9 +1,11 @@
-# Shared by every host-side shell suite (tests/*/run, tests/multinode/{ranks,mpirun},
-# tests/bench/ranks-cluster): counted checks, their summary, the whole-suite skip rule and the
-# cleanup of a local Slurm cluster. The caller sets TAG, the prefix of every line it prints
+# Shared by the shell suites that run on the host against a local Slurm cluster (tests/e2e,
+# tests/multinode/{run,ranks,mpirun}, tests/soak, tests/sanitizers, tests/packaging; the
+# cleanup also by tests/bench/ranks-cluster, the skip rule by tests/slurm-releases/run):
+# counted checks, their summary, the whole-suite skip rule and the cleanup of the cluster. The caller sets TAG, the prefix of every line it prints
 # (e2e, multinode, asan, soak, ...), before sourcing this file. Summary lines are parsed
 # elsewhere (tests/slurm-releases/run reads "e2e: N passed, M failed"): keep their wording.
-# Not used by tests/numa/guest/*.sh (they run inside a qemu guest and print NUMA-RESULT lines).
+# Not used by tests/numa/guest/*.sh (they run inside a qemu guest, which has no copy of this
+# file, and print NUMA-RESULT lines that tests/numa/run counts), nor by tests/fuzz/run.
 : "${TAG:?set TAG (the line prefix of the suite) before sourcing tests/lib.sh}"
 PASS=0
 FAILED=()
