@@ -1,30 +1,9 @@
-# Helpers for tests/e2e/t_*.sh (sourced by tests/e2e/run).
-PASS=0
-FAILED=()
-SKIPPED=()
-
-ok() { PASS=$((PASS + 1)); echo "e2e: ok   $*"; }
-fail() { FAILED+=("$*"); echo "e2e: FAIL $*"; }
-# skip NAME REASON: a check that cannot run here; counted and listed, never as passed.
-skip() { SKIPPED+=("$1 ($2)"); echo "e2e: SKIP $1: $2"; }
-
-# check NAME CONDITION-COMMAND... : pass when the command succeeds.
-check() {
-    local name=$1; shift
-    if "$@"; then ok "$name"; else fail "$name"; fi
-}
-
-# contains FILE TEXT: fixed-string grep, printing the file on failure.
-contains() {
-    if grep -qF -- "$2" "$1"; then return 0; fi
-    echo "--- expected '$2' in $1:" >&2; sed 's/^/    /' "$1" >&2
-    return 1
-}
-lacks() {
-    if ! grep -qF -- "$2" "$1"; then return 0; fi
-    echo "--- did not expect '$2' in $1:" >&2; sed 's/^/    /' "$1" >&2
-    return 1
-}
+# Helpers for tests/e2e/t_*.sh (sourced by tests/e2e/run): the counted checks (ok, fail, check,
+# skip, contains, lacks, summary) come from tests/lib.sh; the cluster and client helpers below
+# are the e2e suite's own.
+TAG=e2e
+# shellcheck source=tests/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # start_cluster [PLUGSTACK ARGS...]: (re)start the local cluster with these plugstack arguments.
 start_cluster() {
@@ -42,19 +21,6 @@ wait_job() {
         sleep 0.1
     done
     return 1
-}
-
-summary() {
-    if [ ${#SKIPPED[@]} -gt 0 ]; then
-        printf 'e2e: skipped: %s\n' "${SKIPPED[@]}"
-        echo "e2e: $PASS passed, ${#FAILED[@]} failed, ${#SKIPPED[@]} skipped"
-    else
-        echo "e2e: $PASS passed, ${#FAILED[@]} failed"
-    fi
-    if [ ${#FAILED[@]} -gt 0 ]; then
-        printf 'e2e: failed: %s\n' "${FAILED[@]}"
-        exit 1
-    fi
 }
 
 # A lost controller must fail a check, not hang the suite: every Slurm client call is bounded.

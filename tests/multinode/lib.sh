@@ -1,26 +1,9 @@
-# Shared by tests/multinode/run and tests/multinode/ranks: counted checks and their summary,
-# and Open MPI launches retried once on a known Open MPI race.
-# The caller sets TAG (the line prefix, default multinode).
-PASS=0
-FAILED=()
-ok() { PASS=$((PASS + 1)); echo "${TAG:-multinode}: ok   $*"; }
-fail() { FAILED+=("$*"); echo "${TAG:-multinode}: FAIL $*"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else fail "$name"; fi; }
-summary() {
-    echo "${TAG:-multinode}: $PASS passed, ${#FAILED[@]} failed"
-    if [ ${#FAILED[@]} -gt 0 ]; then
-        for f in "${FAILED[@]}"; do echo "${TAG:-multinode}: failed: $f"; done
-        exit 1
-    fi
-    exit 0
-}
-# contains FILE TEXT: fixed-string grep, printing the file on failure.
-contains() {
-    if grep -qF -- "$2" "$1"; then return 0; fi
-    echo "--- expected '$2' in $1:" >&2; sed 's/^/    /' "$1" >&2
-    return 1
-}
-
+# Shared by tests/multinode/run, ranks and mpirun: Open MPI launches retried once on a known
+# Open MPI race. The counted checks, their summary and the cluster cleanup come from
+# tests/lib.sh. The caller sets TAG (the line prefix, default multinode).
+TAG=${TAG:-multinode}
+# shellcheck source=tests/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 # ompi_launch OUT ERR CMD...: an Open MPI launch, stdout to OUT, stderr to ERR. Debian 12's Open
 # MPI 4.1.4 has a TCP connect race (open-mpi/ompi#10734: "connect() ... failed: Operation now in
@@ -35,7 +18,7 @@ ompi_launch() {
     "$@" >"$out" 2>"$err"
     rc=$?
     if [ $rc -ne 0 ] && grep -q "Open MPI failed to TCP connect" "$err"; then
-        echo "${TAG:-multinode}: RETRY $(basename "$out"): Open MPI 4.1.4 TCP connect race (rc $rc; first stderr kept in $err.1)"
+        echo "$TAG: RETRY $(basename "$out"): Open MPI 4.1.4 TCP connect race (rc $rc; first stderr kept in $err.1)"
         mv "$err" "$err.1"
         # shellcheck disable=SC2086 # a command line, globs on purpose
         [ -z "${RETRY_PREP:-}" ] || $RETRY_PREP
