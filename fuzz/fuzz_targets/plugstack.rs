@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let words: Vec<&str> = s.split_whitespace().collect();
     match cmlb_slurm::options::parse_site(&words) {
         Ok(c) => {
-            let _ = cmlb_slurm::options::expand_scratch(&c.scratch, "user", 42, "node1");
+            let _ = cmlb_slurm::scratch::expand_scratch(&c.scratch, "user", 42, "node1");
         }
         Err(e) => assert!(!e.trim().is_empty()),
     }
