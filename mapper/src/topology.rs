@@ -186,6 +186,28 @@ pub struct Topology {
     pub memory_only: Vec<MemoryNode>,
 }
 
+/// The NUMA nodes' PU counts as the summary line writes them: each one for up to four nodes
+/// (`4+4`), runs of equal counts beyond (`16 × 128`, `8 × 128 + 2 × 64`), so a big machine's
+/// line stays readable.
+fn capacities(caps: &[usize]) -> String {
+    if caps.len() <= 4 {
+        let each: Vec<String> = caps.iter().map(usize::to_string).collect();
+        return each.join("+");
+    }
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &c in caps {
+        match runs.last_mut() {
+            Some((n, v)) if *v == c => *n += 1,
+            _ => runs.push((1, c)),
+        }
+    }
+    let runs: Vec<String> = runs
+        .iter()
+        .map(|&(n, v)| if n == 1 { v.to_string() } else { format!("{n} × {v}") })
+        .collect();
+    runs.join(" + ")
+}
+
 impl Topology {
     /// Build from a tree description. The root is node 0. Every PU must lie below exactly one
     /// NUMA node; a tree without a NUMA level is treated as a single NUMA node 0.
@@ -505,7 +527,7 @@ impl Topology {
         if let Some(r) = &self.restricted_to {
             s.push_str(&format!(" restricted to {r}"));
         }
-        let caps: Vec<String> = self.numa.iter().map(|n| n.capacity().to_string()).collect();
+        let caps: Vec<usize> = self.numa.iter().map(|n| n.capacity()).collect();
         let cores = match self.count(Level::Core) {
             0 => self.pus.len(),
             c => c,
@@ -514,7 +536,7 @@ impl Topology {
             ": {}, {} ({} PUs), {}, {}",
             plural(self.count(Level::Package).max(1), "package", "packages"),
             plural(self.numa.len(), "NUMA node", "NUMA nodes"),
-            caps.join("+"),
+            capacities(&caps),
             plural(cores, "core", "cores"),
             plural(self.pus.len(), "PU", "PUs"),
         ));
@@ -738,6 +760,14 @@ fn fmt_bytes(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numa_capacities_stay_readable_on_big_machines() {
+        assert_eq!(capacities(&[4, 4]), "4+4");
+        assert_eq!(capacities(&[2, 2, 2, 1]), "2+2+2+1");
+        assert_eq!(capacities(&[128; 32]), "32 × 128");
+        assert_eq!(capacities(&[128, 128, 128, 64, 64, 32]), "3 × 128 + 2 × 64 + 32");
+    }
 
     fn core(os: u32, pus: &[u32]) -> NodeSpec {
         NodeSpec::new(

@@ -125,17 +125,26 @@ extern "C" fn option_cb(_val: c_int, optarg: *const c_char, remote: c_int) -> c_
                 with_state(|s| s.option = Some((raw, o)));
                 0
             }
-            Err(e) => {
-                // In srun/sbatch this stops the command; remotely the value was already
-                // checked by srun, so this only happens with a mismatched plugin build.
-                let lvl = if remote != 0 {
-                    LogLevel::Error
-                } else {
-                    LogLevel::User
-                };
-                ffi::log(lvl, &options::usage_error("--cmlb-map", &raw, &e));
+            Err(e) if remote == 0 => {
+                // In srun/sbatch/salloc: the user's typo stops the command before anything runs.
+                ffi::log(
+                    LogLevel::User,
+                    &options::usage_error("--cmlb-map", &raw, &e),
+                );
                 with_state(|s| s.option_bad = true);
                 -1
+            }
+            Err(e) => {
+                // In slurmstepd the value was already checked by srun, so this only happens when
+                // the login node's cmlb and this node's differ. A failing option callback there
+                // fails the step's launch; user_init instead runs the step unpinned with one
+                // warning (or fails its tasks under strict=1), as for every other problem.
+                ffi::log(
+                    LogLevel::Error,
+                    &options::usage_error("--cmlb-map", &raw, &e),
+                );
+                with_state(|s| s.option_bad = true);
+                0
             }
         }
     })

@@ -177,7 +177,17 @@ fn degrade_batch(site: &SiteConf, msg: &str) -> i32 {
             LogLevel::Error,
             &format!("cmlb: {msg} (strict=1: failing the job)"),
         );
-        -1
+        // As for a step: the script's task fails in task_init. A failing user_init in the
+        // batch step is a launch failure to Slurm, which may requeue or hold the job.
+        with_state(|s| {
+            s.step = Some(StepState {
+                opts: MapOpts::off(),
+                preload: PathBuf::new(),
+                fail: Some(msg.to_string()),
+                tasks: Vec::new(),
+            })
+        });
+        0
     } else {
         warn(&format!(
             "cmlb: warning: {msg}; the job's ranks are placed as Slurm distributes them"

@@ -541,7 +541,15 @@ check_slurm() {
     mkdir -p /host/dev/pts /host/dev/shm
     mount -t devpts -o newinstance,ptmxmode=0666 devpts /host/dev/pts
     mount -t tmpfs tmpfs /host/dev/shm
+    # A checkout under the host's /tmp (a fresh clone there) would vanish under the guest's
+    # tmpfs /tmp: it is bound aside first and moved back on top of the tmpfs.
+    case "$repo" in
+    /tmp/*) mkdir -p /repo-aside && mount -o bind "/host$repo" /repo-aside ;;
+    esac
     mount -t tmpfs tmpfs /host/tmp
+    case "$repo" in
+    /tmp/*) mkdir -p "/host$repo" && mount -o move /repo-aside "/host$repo" ;;
+    esac
     mount -t tmpfs tmpfs /host/run
     ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
     # Slurm resolves with AI_ADDRCONFIG, which glibc answers only when an IPv4 address other
@@ -556,6 +564,7 @@ check_slurm() {
     else
         NUMA_E2E=$(arg e2e) chroot /host /bin/bash "$repo/tests/numa/guest/slurm.sh" "$repo" "$wl" "$CPUNODE" 2>&1
     fi
+    case "$repo" in /tmp/*) umount "/host$repo" 2>/dev/null ;; esac
     umount /host/run /host/tmp /host/dev/shm /host/dev/pts /host/dev /host/sys/fs/cgroup /host/sys /host/proc /host 2>/dev/null
 }
 
