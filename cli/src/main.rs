@@ -173,11 +173,11 @@ mod tests {
         let Command::Run(a) = cli.command else {
             panic!("{words:?} is not `cmlb run`")
         };
-        assert_eq!(a.time, 4.0);
+        assert_eq!(a.placing.time, 4.0);
         assert_eq!(a.save_profile, Some("/scratch/k".into()));
-        assert_eq!(a.strategy, o.strategy);
-        assert_eq!(a.bind, contract::BindMode::Preload);
-        assert_eq!(a.topology, o.topology);
+        assert_eq!(a.placing.strategy, o.strategy);
+        assert_eq!(a.placing.bind, contract::BindMode::Preload);
+        assert_eq!(a.placing.topology, o.topology);
         assert_eq!(a.backend.as_deref(), Some("watch"));
         assert_eq!(a.period, Some(7));
         assert_eq!(a.command, app);

@@ -102,28 +102,10 @@ pub struct Args {
     /// Let COMMAND's stdout and stderr through instead of discarding them.
     #[arg(long)]
     pub show_output: bool,
-    /// Strategy of the `cmlb` placement (as `cmlb run --strategy`).
-    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
-          value_name = "NAME[:key=value,...]")]
-    pub strategy: StrategySpec,
-    /// Use this profile directory (no pre-run).
-    #[arg(long, value_name = "DIR")]
-    pub profile: Option<PathBuf>,
-    /// Cache of profiles by command (as `cmlb run --cache`).
-    #[arg(long, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
-    /// `live`, an hwloc XML file or a synthetic description (as `cmlb run --topology`).
-    #[arg(long, default_value = "live")]
-    pub topology: String,
-    /// Longest profiling pre-run, in seconds, when there is no profile yet.
-    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
-    pub time: f64,
-    /// omp, preload or both (as `cmlb run --bind`).
-    #[arg(long, default_value = "both", value_parser = run::parse_bind)]
-    pub bind: contract::BindMode,
-    /// The pthread_create preload library (default: libcmlb_preload.so next to cmlb).
-    #[arg(long, value_name = "FILE")]
-    pub preload: Option<PathBuf>,
+    /// How the `cmlb` placement (and each strategy named in --placements) is planned and
+    /// pinned: as `cmlb run` would.
+    #[command(flatten)]
+    pub placing: run::Placing,
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -193,7 +175,7 @@ pub struct Sample {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    super::positive_secs(a.time, "--time")?;
+    super::positive_secs(a.placing.time, "--time")?;
     let given = a.placements.clone().unwrap_or_else(|| {
         let d: &[&str] = if a.slurm {
             &[SLURM, PLAN]
@@ -497,21 +479,18 @@ fn placement(a: &Args, name: &str) -> Result<Placement> {
         });
     }
     let spec = if name == PLAN {
-        a.strategy.clone()
+        a.placing.strategy.clone()
     } else {
         StrategySpec::parse(name)?
     };
     let ra = run::Args {
-        strategy: spec,
-        profile: a.profile.clone(),
+        placing: run::Placing {
+            strategy: spec,
+            ..a.placing.clone()
+        },
         save_profile: None,
-        cache: a.cache.clone(),
-        topology: a.topology.clone(),
-        time: a.time,
         backend: None,
         period: None,
-        bind: a.bind,
-        preload: a.preload.clone(),
         strict: false,
         dry_run: false,
         job_rank: false,
@@ -597,13 +576,13 @@ fn cmlb_hostfile(
 /// job's rank hostfile from `sbatch --cmlb-map=apply` ([`cmlb_hostfile`]), which the cmlb and
 /// strategy placements keep and Slurm's own (slurm, unpinned, block, cyclic) leave out.
 fn srun_placement(a: &Args, name: &str, hostfile: Option<&str>) -> Placement {
-    let default = a.strategy.to_string() == mapper::DEFAULT_STRATEGY;
+    let default = a.placing.strategy.to_string() == mapper::DEFAULT_STRATEGY;
     let slurms_own = name == SLURM || name == UNPINNED || DISTRIBUTIONS.contains(&name);
     let argv = match name {
         SLURM => srun_argv(a, "off".into(), &[]),
         UNPINNED => srun_argv(a, "off".into(), &["--cpu-bind=none"]),
         PLAN if default => srun_argv(a, "apply".into(), &[]),
-        PLAN => srun_argv(a, format!("apply:strategy={}", a.strategy), &[]),
+        PLAN => srun_argv(a, format!("apply:strategy={}", a.placing.strategy), &[]),
         d if DISTRIBUTIONS.contains(&d) => {
             srun_argv(a, "off".into(), &[&format!("--distribution={d}")])
         }

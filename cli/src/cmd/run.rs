@@ -33,26 +33,11 @@ unpinned (exit 1 instead with --strict). The exit status is COMMAND's.",
 cmlb run --time 2 --bind omp -- ./omp_app"
 )]
 pub struct Args {
-    /// Mapping strategy (see `cmlb map --list`), optionally with parameters after a colon:
-    /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit").
-    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
-          value_name = "NAME[:key=value,...]")]
-    pub strategy: StrategySpec,
-    /// Use this profile directory (no pre-run).
-    #[arg(long, value_name = "DIR")]
-    pub profile: Option<PathBuf>,
+    #[command(flatten)]
+    pub placing: Placing,
     /// Where the pre-run's profile is written (and looked up first). Default: under --cache.
     #[arg(long, value_name = "DIR", conflicts_with = "profile")]
     pub save_profile: Option<PathBuf>,
-    /// Cache of profiles by command (default $XDG_CACHE_HOME/cmlb or ~/.cache/cmlb).
-    #[arg(long, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
-    /// `live`, an hwloc XML file or a synthetic description; restricted to this process's CPUs.
-    #[arg(long, default_value = "live")]
-    pub topology: String,
-    /// Longest profiling pre-run, in seconds (the program is stopped after that).
-    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
-    pub time: f64,
     /// Profiler backend for the pre-run: auto, hw, numa-faults, watch or faults (see
     /// `cmlb profile --help`).
     #[arg(long, value_parser = parse_backend)]
@@ -60,12 +45,6 @@ pub struct Args {
     /// Sample period for the pre-run (`cmlb profile --period`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub period: Option<u64>,
-    /// omp, preload or both.
-    #[arg(long, default_value = "both", value_parser = parse_bind)]
-    pub bind: BindMode,
-    /// The pthread_create preload library (default: libcmlb_preload.so next to cmlb).
-    #[arg(long, value_name = "FILE")]
-    pub preload: Option<PathBuf>,
     /// Fail instead of running unpinned when no plan can be made.
     #[arg(long)]
     pub strict: bool,
@@ -93,6 +72,35 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
+/// How a program is planned and pinned: the options `cmlb run` and each `cmlb` placement of
+/// `cmlb bench` share (one definition, so the two cannot drift apart).
+#[derive(ClapArgs, Clone, Debug)]
+pub struct Placing {
+    /// Mapping strategy (see `cmlb map --list`), optionally with parameters after a colon:
+    /// NAME:key=value,... (e.g. "spectral:k=8,scheme=first-fit").
+    #[arg(long, default_value = mapper::DEFAULT_STRATEGY, value_parser = super::parse_strategy,
+          value_name = "NAME[:key=value,...]")]
+    pub strategy: StrategySpec,
+    /// Use this profile directory (no pre-run).
+    #[arg(long, value_name = "DIR")]
+    pub profile: Option<PathBuf>,
+    /// Cache of profiles by command (default $XDG_CACHE_HOME/cmlb or ~/.cache/cmlb).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// `live`, an hwloc XML file or a synthetic description; restricted to this process's CPUs.
+    #[arg(long, default_value = "live")]
+    pub topology: String,
+    /// Longest profiling pre-run, in seconds (the program is stopped after that).
+    #[arg(long, default_value_t = 3.0, value_name = "SECS")]
+    pub time: f64,
+    /// omp, preload or both.
+    #[arg(long, default_value = "both", value_parser = parse_bind)]
+    pub bind: BindMode,
+    /// The pthread_create preload library (default: libcmlb_preload.so next to cmlb).
+    #[arg(long, value_name = "FILE")]
+    pub preload: Option<PathBuf>,
+}
+
 /// Checked here, not only by the pre-run's `cmlb profile`: its usage error would otherwise
 /// surface as a warning in the middle of the output and an unpinned run.
 fn parse_backend(s: &str) -> Result<String, String> {
@@ -111,7 +119,7 @@ pub(crate) struct Launch {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    super::positive_secs(a.time, "--time")?;
+    super::positive_secs(a.placing.time, "--time")?;
     // A command that cannot start fails once, up front, not after a pre-run of it.
     find_program(&a.command[0])?;
     let launch = match plan(&a) {
@@ -157,7 +165,7 @@ pub fn run(a: Args) -> Result<()> {
 /// there is no profile yet.
 pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
     // Before any pre-run: a missing library must not cost a run of the program first.
-    let (bind, lib) = match a.bind {
+    let (bind, lib) = match a.placing.bind {
         BindMode::Omp => (BindMode::Omp, None),
         BindMode::Preload => (BindMode::Preload, Some(preload_lib(a)?)),
         BindMode::Both => match preload_lib(a) {
@@ -173,11 +181,11 @@ pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
             Err(e) => return Err(e),
         },
     };
-    let machine = Topology::load(&a.topology)?;
+    let machine = Topology::load(&a.placing.topology)?;
     let omp: Option<usize> = std::env::var(contract::env::OMP_NUM_THREADS)
         .ok()
         .and_then(|v| v.trim().parse().ok());
-    let source = match (&a.profile, &a.save_profile) {
+    let source = match (&a.placing.profile, &a.save_profile) {
         (Some(p), _) => ProfileSource::Given(p.clone()),
         (None, Some(p)) => ProfileSource::Saved(p.clone()),
         (None, None) => ProfileSource::Keyed(cache_dir(a)?),
@@ -226,14 +234,14 @@ pub(crate) fn plan(a: &Args) -> Result<Option<Launch>> {
         .with_context(|| {
             format!(
                 "topology {} vs this process's CPUs {}",
-                a.topology,
+                a.placing.topology,
                 format_cpu_list(&allowed)
             )
         })?
         .omp_threads(omp)
         .command(&a.command)
         .profile(source)
-        .strategy(a.strategy.clone())
+        .strategy(a.placing.strategy.clone())
         .label("run");
     if let Some(r) = &rank {
         step = step.layout(&r.local, r.ids.size, r.nodes);
@@ -428,7 +436,7 @@ pub(crate) fn find_program(prog: &str) -> Result<PathBuf> {
 }
 
 fn cache_dir(a: &Args) -> Result<PathBuf> {
-    if let Some(c) = &a.cache {
+    if let Some(c) = &a.placing.cache {
         if c.exists() && !c.is_dir() {
             bail!("--cache {} is not a directory", c.display());
         }
@@ -444,7 +452,7 @@ fn cache_dir(a: &Args) -> Result<PathBuf> {
 }
 
 fn preload_lib(a: &Args) -> Result<PathBuf> {
-    if let Some(p) = &a.preload {
+    if let Some(p) = &a.placing.preload {
         if !p.is_file() {
             bail!("--preload {}: no such file", p.display());
         }
@@ -477,19 +485,19 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         "cmlb: no profile in {}: profiling {} for up to {} s (pre-run)",
         out.display(),
         a.command[0],
-        a.time
+        a.placing.time
     );
     let opts = WrapOpts {
         cmlb: std::env::current_exe().context("locating the cmlb binary")?,
         backend: a.backend.clone(),
         period: a.period,
         duration: None,
-        prerun_secs: a.time,
+        prerun_secs: a.placing.time,
         run_anyway: false,
         max_runs: None,
-        bind: a.bind,
-        topology: a.topology.clone(),
-        strategy: a.strategy.clone(),
+        bind: a.placing.bind,
+        topology: a.placing.topology.clone(),
+        strategy: a.placing.strategy.clone(),
     };
     let words = step::profile_argv(&opts, out);
     let mut cmd = Command::new(&words[0]);
@@ -499,7 +507,7 @@ fn prerun(a: &Args, out: &Path) -> Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     let mut child = cmd.spawn().context("starting cmlb profile")?;
-    let deadline = Instant::now() + Duration::from_secs_f64(a.time);
+    let deadline = Instant::now() + Duration::from_secs_f64(a.placing.time);
     let mut stopped = false;
     let status = loop {
         if let Some(st) = child.try_wait()? {
