@@ -156,6 +156,13 @@ static char *guarded(size_t len) {
         perror("mmap");
         exit(2);
     }
+    /* 4 KiB pages: a transparent huge page (THP "always", and a 2 MiB-aligned buffer, which
+     * depends on where mmap put it) would place every slice it covers on the node of the first
+     * thread to touch any of them: 2 MiB of shared slices on one node, by chance. */
+    if (madvise(p + page, len, MADV_NOHUGEPAGE) != 0) {
+        perror("madvise");
+        exit(2);
+    }
     return p + page;
 }
 
