@@ -203,7 +203,13 @@ fn capacities(caps: &[usize]) -> String {
     }
     let runs: Vec<String> = runs
         .iter()
-        .map(|&(n, v)| if n == 1 { v.to_string() } else { format!("{n} × {v}") })
+        .map(|&(n, v)| {
+            if n == 1 {
+                v.to_string()
+            } else {
+                format!("{n} × {v}")
+            }
+        })
         .collect();
     runs.join(" + ")
 }
@@ -766,7 +772,10 @@ mod tests {
         assert_eq!(capacities(&[4, 4]), "4+4");
         assert_eq!(capacities(&[2, 2, 2, 1]), "2+2+2+1");
         assert_eq!(capacities(&[128; 32]), "32 × 128");
-        assert_eq!(capacities(&[128, 128, 128, 64, 64, 32]), "3 × 128 + 2 × 64 + 32");
+        assert_eq!(
+            capacities(&[128, 128, 128, 64, 64, 32]),
+            "3 × 128 + 2 × 64 + 32"
+        );
     }
 
     fn core(os: u32, pus: &[u32]) -> NodeSpec {
