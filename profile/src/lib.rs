@@ -7,7 +7,7 @@
 //!   comm.csv       n×n communication matrix, row i = thread i, no header
 //!   load.csv       n values, one per line (memory load vector V)
 //!   timeline.csv   header `t_ms,samples,smoothed,phase`, one row per timeslice
-//!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`mapper::samples`])
+//!   samples.csv    optional bounded raw-sample log `tid_index,time_ns,addr` ([`mapper::SampleLog`], [`mapper::read_samples_csv`])
 //!   comm.a.csv     optional: two disjoint halves of the sharing events that add up to
 //!   comm.b.csv     comm.csv (held-out evidence for the guard, see [`evidence`])
 //!   lines.a.csv    optional, with the halves: per pair, the distinct cache lines its events

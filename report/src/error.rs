@@ -23,7 +23,7 @@ pub enum ReportError {
     /// The output location is unusable.
     #[error("output: {0}")]
     Output(String),
-    /// Checking or replacing the output directory failed (see `mapper::output`).
+    /// Checking or replacing the output directory failed (see `mapper::check_output_dir` and `mapper::replace_dir`).
     #[error(transparent)]
     Map(#[from] mapper::MapError),
 }
