@@ -147,6 +147,19 @@ fn daemon_step(sp: spank_t, prog: &str, opts: &MapOpts) {
     ));
 }
 
+/// Strict mode's failure: every task of this step (the script, in the batch step) exits 1 in
+/// task_init with `msg`, rather than user_init failing, which Slurm treats as a launch failure.
+fn fail_tasks(msg: &str) {
+    with_state(|s| {
+        s.step = Some(StepState {
+            opts: MapOpts::off(),
+            preload: PathBuf::new(),
+            fail: Some(msg.to_string()),
+            tasks: Vec::new(),
+        })
+    });
+}
+
 fn degrade(site: &SiteConf, msg: &str) -> i32 {
     if site.strict {
         ffi::log(
@@ -155,14 +168,7 @@ fn degrade(site: &SiteConf, msg: &str) -> i32 {
         );
         // A failing user_init makes srun report "launch failed" yet exit 0 (22.05), so the
         // tasks fail instead: task_init errors become the step's non-zero exit status.
-        with_state(|s| {
-            s.step = Some(StepState {
-                opts: MapOpts::off(),
-                preload: PathBuf::new(),
-                fail: Some(msg.to_string()),
-                tasks: Vec::new(),
-            })
-        });
+        fail_tasks(msg);
         0
     } else {
         warn(&format!("cmlb: warning: {msg}; the step runs unpinned"));
@@ -179,14 +185,7 @@ fn degrade_batch(site: &SiteConf, msg: &str) -> i32 {
         );
         // As for a step: the script's task fails in task_init. A failing user_init in the
         // batch step is a launch failure to Slurm, which may requeue or hold the job.
-        with_state(|s| {
-            s.step = Some(StepState {
-                opts: MapOpts::off(),
-                preload: PathBuf::new(),
-                fail: Some(msg.to_string()),
-                tasks: Vec::new(),
-            })
-        });
+        fail_tasks(msg);
         0
     } else {
         warn(&format!(
